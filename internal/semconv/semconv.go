@@ -1,0 +1,55 @@
+// Package semconv holds the metric and attribute names that more than one
+// component of otelcol-gpu emits or reads. docs/semconv.md explains the rules
+// behind them and the Prometheus names each becomes after remote write.
+//
+// OpenTelemetry semantic conventions come first (hw.*, host.name,
+// network.io.direction, error.type); the project's own namespaces (ib.*,
+// gpu.*, nccl.*, training.*) hold what the conventions do not cover.
+package semconv
+
+// Resource and data point attributes shared across components.
+const (
+	AttrHostName = "host.name"
+
+	// InfiniBand / RoCE.
+	AttrIBDevice    = "ib.device"     // HCA name under /sys/class/infiniband, e.g. mlx5_0
+	AttrIBPort      = "ib.port"       // port number as a string, e.g. "1"
+	AttrIBLinkLayer = "ib.link_layer" // InfiniBand or Ethernet (RoCE)
+	AttrIBState     = "ib.state"      // logical port state text, e.g. ACTIVE
+	AttrIBPhysState = "ib.phys_state" // physical port state text, e.g. LinkUp
+	AttrIBHWCounter = "ib.hw_counter" // mlx5 hw_counters file name, e.g. out_of_sequence
+	AttrIBHCAType   = "ib.hca_type"
+	AttrIBBoardID   = "ib.board_id"
+	AttrIBFWVer     = "ib.fw_ver"
+	AttrIBNodeGUID  = "ib.node_guid"
+
+	// OpenTelemetry semantic conventions used with hw.* metrics.
+	AttrNetworkIODirection = "network.io.direction" // transmit | receive
+	AttrErrorType          = "error.type"
+
+	// GPU and training (filled in by later components).
+	AttrGPUUUID       = "gpu.uuid"
+	AttrGPUIndex      = "gpu.index"
+	AttrTrainingJobID = "training.job.id"
+	AttrTrainingRank  = "training.rank"
+	AttrIterationStep = "iteration.step"
+)
+
+// Values of network.io.direction.
+const (
+	DirectionTransmit = "transmit"
+	DirectionReceive  = "receive"
+)
+
+// InfiniBand metric names.
+const (
+	MetricHWNetworkIO      = "hw.network.io"      // By, cumulative
+	MetricHWNetworkPackets = "hw.network.packets" // {packet}, cumulative
+	MetricHWErrors         = "hw.errors"          // {error}, cumulative, by error.type
+	MetricIBPortXmitWait   = "ib.port.xmit_wait"  // {tick}, cumulative
+	MetricIBPortHWCounter  = "ib.port.hw_counter" // {event}, cumulative, by ib.hw_counter
+	MetricIBPortState      = "ib.port.state"      // gauge: numeric state, text in ib.state
+	MetricIBPortPhysState  = "ib.port.phys_state" // gauge: numeric state, text in ib.phys_state
+	MetricIBPortRate       = "ib.port.rate"       // gauge, By/s
+	MetricIBDeviceInfo     = "ib.device.info"     // gauge = 1, identity in attributes
+)
