@@ -1,0 +1,116 @@
+package ibreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver"
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/scraper/scraperhelper"
+)
+
+// AllHWCounters is the hw_counters entry that selects every file a device
+// exposes under ports/<n>/hw_counters.
+const AllHWCounters = "*"
+
+// DefaultHWCounters is the default allow-list of mlx5 hw_counters: the
+// transport retry, congestion control (RoCE ECN/CNP) and completion error
+// counters that matter for collective communication performance.
+var DefaultHWCounters = []string{
+	"out_of_sequence",
+	"packet_seq_err",
+	"duplicate_request",
+	"rnr_nak_retry_err",
+	"implied_nak_seq_err",
+	"local_ack_timeout_err",
+	"out_of_buffer",
+	"np_ecn_marked_roce_packets",
+	"np_cnp_sent",
+	"rp_cnp_handled",
+	"rp_cnp_ignored",
+	"roce_adp_retrans",
+	"roce_adp_retrans_to",
+	"roce_slow_restart",
+	"roce_slow_restart_cnps",
+	"req_cqe_error",
+	"resp_cqe_error",
+}
+
+// Config is the configuration of the ib receiver.
+type Config struct {
+	scraperhelper.ControllerConfig `mapstructure:",squash"`
+
+	// SysfsRoot is the mount point of sysfs; devices are read from
+	// <sysfs_root>/class/infiniband. Default "/sys".
+	SysfsRoot string `mapstructure:"sysfs_root"`
+
+	// Devices selects devices by name (e.g. mlx5_0).
+	Devices DeviceFilter `mapstructure:"devices"`
+
+	// HWCounters is the allow-list of ports/<n>/hw_counters file names to
+	// emit as ib.port.hw_counter. The single entry "*" selects every file.
+	HWCounters []string `mapstructure:"hw_counters"`
+
+	// HostName overrides the host.name resource attribute; default
+	// os.Hostname().
+	HostName string `mapstructure:"host_name"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// DeviceFilter selects devices by exact name.
+type DeviceFilter struct {
+	// Include lists the devices to scrape; empty means all.
+	Include []string `mapstructure:"include"`
+	// Exclude lists devices to skip; applied after Include.
+	Exclude []string `mapstructure:"exclude"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// Validate checks the configuration. Messages name the key and the bad value.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.CollectionInterval <= 0 {
+		errs = append(errs, fmt.Errorf("collection_interval must be greater than 0, got %q", cfg.CollectionInterval.String()))
+	}
+	if cfg.SysfsRoot == "" {
+		errs = append(errs, errors.New(`sysfs_root must not be empty`))
+	}
+	for i, name := range cfg.HWCounters {
+		switch {
+		case name == "":
+			errs = append(errs, fmt.Errorf("hw_counters[%d] must not be empty", i))
+		case name == AllHWCounters && len(cfg.HWCounters) > 1:
+			errs = append(errs, fmt.Errorf("hw_counters[%d]: %q must be the only entry", i, name))
+		case containsSlash(name) || name == "." || name == "..":
+			errs = append(errs, fmt.Errorf("hw_counters[%d]: %q is not a file name", i, name))
+		}
+	}
+	include := make(map[string]struct{}, len(cfg.Devices.Include))
+	for i, name := range cfg.Devices.Include {
+		if name == "" {
+			errs = append(errs, fmt.Errorf("devices::include[%d] must not be empty", i))
+		}
+		include[name] = struct{}{}
+	}
+	for i, name := range cfg.Devices.Exclude {
+		if name == "" {
+			errs = append(errs, fmt.Errorf("devices::exclude[%d] must not be empty", i))
+			continue
+		}
+		if _, ok := include[name]; ok {
+			errs = append(errs, fmt.Errorf("devices: %q is in both include and exclude", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func containsSlash(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return true
+		}
+	}
+	return false
+}

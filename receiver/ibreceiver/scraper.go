@@ -1,0 +1,523 @@
+package ibreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver/internal/sysfs"
+)
+
+type metricID uint8
+
+const (
+	mNetworkIO metricID = iota
+	mNetworkPackets
+	mErrors
+	mXmitWait
+	mHWCounter
+	mPortState
+	mPortPhysState
+	mPortRate
+	mDeviceInfo
+	numMetrics
+)
+
+type metricDef struct {
+	name, description, unit string
+	sum                     bool // cumulative monotonic sum; otherwise gauge
+}
+
+var metricDefs = [numMetrics]metricDef{
+	mNetworkIO:      {semconv.MetricHWNetworkIO, "Bytes sent and received by the port (port_xmit_data/port_rcv_data, 4-byte words, times 4).", "By", true},
+	mNetworkPackets: {semconv.MetricHWNetworkPackets, "Packets sent and received by the port.", "{packet}", true},
+	mErrors:         {semconv.MetricHWErrors, "Port error counters, by counter file name.", "{error}", true},
+	mXmitWait:       {semconv.MetricIBPortXmitWait, "Ticks during which the port had data to send but no flow-control credits (port_xmit_wait).", "{tick}", true},
+	mHWCounter:      {semconv.MetricIBPortHWCounter, "Driver hardware counters (ports/N/hw_counters), by file name.", "{event}", true},
+	mPortState:      {semconv.MetricIBPortState, "Logical port state code (4 = ACTIVE); the text is in ib.state.", "{state}", false},
+	mPortPhysState:  {semconv.MetricIBPortPhysState, "Physical port state code (5 = LinkUp); the text is in ib.phys_state.", "{state}", false},
+	mPortRate:       {semconv.MetricIBPortRate, "Current link rate of the port.", "By/s", false},
+	mDeviceInfo:     {semconv.MetricIBDeviceInfo, "Always 1; identifies the HCA in its attributes.", "{info}", false},
+}
+
+// Sources of a cumulative value: a change of source is treated as a reset.
+const (
+	srcCounters uint8 = iota
+	srcCountersExt
+	srcHWCounters
+)
+
+// counterDef maps a file of ports/N/counters (or counters_ext) to a metric.
+type counterDef struct {
+	metric  metricID
+	attrKey string
+	attrVal string
+	ext     string // counters_ext file preferred over this one when it exists and parses
+	scale   uint64 // multiplier to the metric's unit
+}
+
+var (
+	counterDefs    = map[string]counterDef{}
+	extCounterDefs = map[string]counterDef{}
+)
+
+func init() {
+	dir := semconv.AttrNetworkIODirection
+	counterDefs[sysfs.PortXmitData] = counterDef{mNetworkIO, dir, semconv.DirectionTransmit, sysfs.PortXmitData + "_64", 4}
+	counterDefs[sysfs.PortRcvData] = counterDef{mNetworkIO, dir, semconv.DirectionReceive, sysfs.PortRcvData + "_64", 4}
+	counterDefs[sysfs.PortXmitPackets] = counterDef{mNetworkPackets, dir, semconv.DirectionTransmit, sysfs.PortXmitPackets + "_64", 1}
+	counterDefs[sysfs.PortRcvPackets] = counterDef{mNetworkPackets, dir, semconv.DirectionReceive, sysfs.PortRcvPackets + "_64", 1}
+	counterDefs[sysfs.PortXmitWait] = counterDef{mXmitWait, "", "", "", 1}
+	for _, n := range sysfs.ErrorCounterNames {
+		counterDefs[n] = counterDef{mErrors, semconv.AttrErrorType, n, "", 1}
+	}
+	for _, def := range counterDefs {
+		if def.ext != "" {
+			extCounterDefs[def.ext] = counterDef{def.metric, def.attrKey, def.attrVal, "", def.scale}
+		}
+	}
+}
+
+// seriesKey identifies one cumulative series within a device.
+type seriesKey struct {
+	port   string
+	metric metricID
+	attr   string
+}
+
+type seriesState struct {
+	last   uint64 // last raw value
+	start  pcommon.Timestamp
+	source uint8
+	gen    uint64
+}
+
+// failKey identifies one file within a device: port "" is the device
+// directory, dir "" the port directory.
+type failKey struct {
+	port, dir, name string
+}
+
+func (k failKey) rel() string {
+	s := ""
+	if k.port != "" {
+		s = "ports/" + k.port + "/"
+	}
+	if k.dir != "" {
+		s += k.dir + "/"
+	}
+	return s + k.name
+}
+
+type failState struct {
+	gen  uint64
+	opts metric.MeasurementOption
+}
+
+type deviceState struct {
+	dev     sysfs.Device // reused between scrapes
+	series  map[seriesKey]seriesState
+	failing map[failKey]*failState
+	gen     uint64
+}
+
+type ibScraper struct {
+	logger   *zap.Logger
+	tb       *metadata.TelemetryBuilder
+	reader   *sysfs.Reader
+	readOpts sysfs.ReadOptions
+	include  map[string]struct{}
+	exclude  map[string]struct{}
+	hostName string
+	version  string
+	now      func() time.Time
+
+	startTime     pcommon.Timestamp // receiver start
+	lastScrape    pcommon.Timestamp // timestamp of the previous scrape, 0 before the first
+	gen           uint64
+	devices       map[string]*deviceState
+	missingLogged bool
+}
+
+func newScraper(cfg *Config, set receiver.Settings) (*ibScraper, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	s := &ibScraper{
+		logger:  set.Logger,
+		tb:      tb,
+		reader:  sysfs.NewReader(cfg.SysfsRoot),
+		version: set.BuildInfo.Version,
+		now:     time.Now,
+		devices: map[string]*deviceState{},
+	}
+	if s.logger == nil {
+		s.logger = zap.NewNop()
+	}
+	if len(cfg.HWCounters) == 1 && cfg.HWCounters[0] == AllHWCounters {
+		s.readOpts.AllHWCounters = true
+	} else {
+		s.readOpts.HWCounters = cfg.HWCounters
+	}
+	if len(cfg.Devices.Include) > 0 {
+		s.include = toSet(cfg.Devices.Include)
+	}
+	s.exclude = toSet(cfg.Devices.Exclude)
+	s.hostName = cfg.HostName
+	if s.hostName == "" {
+		s.hostName, err = os.Hostname()
+		if err != nil {
+			s.logger.Warn("ibreceiver: cannot determine the host name, host.name is left unset; set host_name", zap.Error(err))
+			s.hostName = ""
+		}
+	}
+	s.startTime = pcommon.NewTimestampFromTime(s.now())
+	return s, nil
+}
+
+func toSet(names []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		m[n] = struct{}{}
+	}
+	return m
+}
+
+func (s *ibScraper) start(context.Context, component.Host) error {
+	s.startTime = pcommon.NewTimestampFromTime(s.now())
+	return nil
+}
+
+func (s *ibScraper) shutdown(context.Context) error {
+	s.tb.Shutdown()
+	return nil
+}
+
+func (s *ibScraper) selected(name string) bool {
+	if s.include != nil {
+		if _, ok := s.include[name]; !ok {
+			return false
+		}
+	}
+	_, excluded := s.exclude[name]
+	return !excluded
+}
+
+// scrape reads every selected device and returns one ResourceMetrics per
+// device. Unreadable values are skipped (logged once, counted); only a failure
+// to list the class directory or a cancelled context is returned as an error.
+func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
+	md := pmetric.NewMetrics()
+	if err := ctx.Err(); err != nil {
+		return md, err
+	}
+	now := pcommon.NewTimestampFromTime(s.now())
+	// Start time of series that appear or reset in this scrape: the last
+	// moment they were known not to have their current value.
+	resetStart := s.lastScrape
+	if resetStart == 0 {
+		resetStart = s.startTime
+	}
+	defer func() { s.lastScrape = now }()
+
+	names, err := s.reader.DeviceNames()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if !s.missingLogged {
+				s.logger.Info("ibreceiver: no InfiniBand devices, the class directory does not exist",
+					zap.String("path", s.reader.ClassPath()))
+				s.missingLogged = true
+			}
+			clear(s.devices)
+			return md, nil
+		}
+		return md, wrapReadErr(s.reader.ClassPath(), err)
+	}
+	s.missingLogged = false
+	s.gen++
+	rms := md.ResourceMetrics()
+	rms.EnsureCapacity(len(names))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return pmetric.NewMetrics(), err
+		}
+		if !s.selected(name) {
+			continue
+		}
+		ds := s.devices[name]
+		if ds == nil {
+			ds = &deviceState{series: map[seriesKey]seriesState{}, failing: map[failKey]*failState{}}
+			s.devices[name] = ds
+		}
+		if err := s.reader.ReadDevice(name, s.readOpts, &ds.dev); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // vanished since the listing: its state is dropped below
+			}
+			ds.gen = s.gen
+			s.fail(ctx, name, ds, failKey{name: "."}, err)
+			continue
+		}
+		ds.gen = s.gen
+		s.emitDevice(ctx, rms.AppendEmpty(), ds, now, resetStart)
+	}
+	for name, ds := range s.devices {
+		if ds.gen != s.gen {
+			delete(s.devices, name)
+		}
+	}
+	return md, nil
+}
+
+func wrapReadErr(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("ibreceiver: reading %s: %w", path, err)
+}
+
+// fail reports an unreadable value: logged once while it keeps failing,
+// counted in otelcol_ib_read_errors every time.
+func (s *ibScraper) fail(ctx context.Context, device string, ds *deviceState, k failKey, err error) {
+	st := ds.failing[k]
+	if st == nil {
+		rel := k.rel()
+		st = &failState{opts: metric.WithAttributeSet(attribute.NewSet(
+			attribute.String(metadata.TelemetryAttrDevice, device),
+			attribute.String(metadata.TelemetryAttrCounter, rel),
+		))}
+		ds.failing[k] = st
+		fields := []zap.Field{zap.String(semconv.AttrIBDevice, device), zap.String("file", rel), zap.Error(err)}
+		if errors.Is(err, sysfs.ErrNotAvailable) {
+			s.logger.Info("ibreceiver: value not available, skipping it until it becomes readable", fields...)
+		} else {
+			s.logger.Warn("ibreceiver: cannot read value, skipping it until it becomes readable", fields...)
+		}
+	}
+	st.gen = s.gen
+	s.tb.IbReadErrors.Add(ctx, 1, st.opts)
+}
+
+// metricsBuilder creates a device's metrics lazily, so that no metric
+// without data points is emitted.
+type metricsBuilder struct {
+	sm  pmetric.ScopeMetrics
+	dps [numMetrics]pmetric.NumberDataPointSlice
+	has [numMetrics]bool
+}
+
+func (b *metricsBuilder) point(id metricID) pmetric.NumberDataPoint {
+	if !b.has[id] {
+		def := &metricDefs[id]
+		m := b.sm.Metrics().AppendEmpty()
+		m.SetName(def.name)
+		m.SetDescription(def.description)
+		m.SetUnit(def.unit)
+		if def.sum {
+			sum := m.SetEmptySum()
+			sum.SetIsMonotonic(true)
+			sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			b.dps[id] = sum.DataPoints()
+		} else {
+			b.dps[id] = m.SetEmptyGauge().DataPoints()
+		}
+		b.has[id] = true
+	}
+	return b.dps[id].AppendEmpty()
+}
+
+func (s *ibScraper) emitDevice(ctx context.Context, rm pmetric.ResourceMetrics, ds *deviceState, now, resetStart pcommon.Timestamp) {
+	dev := &ds.dev
+	res := rm.Resource().Attributes()
+	res.EnsureCapacity(2)
+	if s.hostName != "" {
+		res.PutStr(semconv.AttrHostName, s.hostName)
+	}
+	res.PutStr(semconv.AttrIBDevice, dev.Name)
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(metadata.ScopeName)
+	sm.Scope().SetVersion(s.version)
+	b := &metricsBuilder{sm: sm}
+
+	for _, err := range dev.Errs {
+		s.fail(ctx, dev.Name, ds, failKey{name: "ports"}, err)
+	}
+	info := b.point(mDeviceInfo)
+	info.SetTimestamp(now)
+	info.SetIntValue(1)
+	ia := info.Attributes()
+	for _, t := range [...]struct {
+		file, attr string
+		v          *sysfs.Text
+	}{
+		{"hca_type", semconv.AttrIBHCAType, &dev.HCAType},
+		{"board_id", semconv.AttrIBBoardID, &dev.BoardID},
+		{"fw_ver", semconv.AttrIBFWVer, &dev.FWVer},
+		{"node_guid", semconv.AttrIBNodeGUID, &dev.NodeGUID},
+	} {
+		if t.v.Err != nil {
+			s.fail(ctx, dev.Name, ds, failKey{name: t.file}, t.v.Err)
+		} else if t.v.Present {
+			ia.PutStr(t.attr, t.v.Value)
+		}
+	}
+
+	for i := range dev.Ports {
+		s.emitPort(ctx, b, ds, &dev.Ports[i], now, resetStart)
+	}
+
+	for k, st := range ds.series {
+		if st.gen != s.gen {
+			delete(ds.series, k)
+		}
+	}
+	for k, st := range ds.failing {
+		if st.gen != s.gen {
+			delete(ds.failing, k)
+			s.logger.Info("ibreceiver: value readable again (or gone)",
+				zap.String(semconv.AttrIBDevice, dev.Name), zap.String("file", k.rel()))
+		}
+	}
+}
+
+func (s *ibScraper) emitPort(ctx context.Context, b *metricsBuilder, ds *deviceState, p *sysfs.Port, now, resetStart pcommon.Timestamp) {
+	dev := ds.dev.Name
+	for _, err := range p.Errs {
+		s.fail(ctx, dev, ds, failKey{port: p.Name, dir: "hw_counters"}, err)
+	}
+
+	s.emitState(ctx, b, ds, p, mPortState, "state", semconv.AttrIBState, &p.State, now)
+	s.emitState(ctx, b, ds, p, mPortPhysState, "phys_state", semconv.AttrIBPhysState, &p.PhysState, now)
+
+	if p.LinkLayer.Err != nil {
+		s.fail(ctx, dev, ds, failKey{port: p.Name, name: "link_layer"}, p.LinkLayer.Err)
+	}
+	if p.Rate.Err != nil {
+		s.fail(ctx, dev, ds, failKey{port: p.Name, name: "rate"}, p.Rate.Err)
+	} else if p.Rate.Present {
+		dp := b.point(mPortRate)
+		dp.SetTimestamp(now)
+		dp.SetIntValue(saturate(p.Rate.BytesPerSecond, 1))
+		a := dp.Attributes()
+		a.EnsureCapacity(2)
+		a.PutStr(semconv.AttrIBPort, p.Name)
+		if p.LinkLayer.Present {
+			a.PutStr(semconv.AttrIBLinkLayer, p.LinkLayer.Value)
+		}
+	}
+
+	for i := range p.Counters {
+		c := &p.Counters[i]
+		def, ok := counterDefs[c.Name]
+		if !ok {
+			continue
+		}
+		if c.Err != nil {
+			s.fail(ctx, dev, ds, failKey{port: p.Name, dir: "counters", name: c.Name}, c.Err)
+			continue
+		}
+		if def.ext != "" {
+			if ext := findCounter(p.ExtCounters, def.ext); ext != nil && ext.Err == nil {
+				continue // the 64-bit counter is emitted below
+			}
+		}
+		s.emitSum(b, ds, p.Name, def, def.attrVal, c.Value, srcCounters, now, resetStart)
+	}
+	for i := range p.ExtCounters {
+		c := &p.ExtCounters[i]
+		def, ok := extCounterDefs[c.Name]
+		if !ok {
+			continue
+		}
+		if c.Err != nil {
+			s.fail(ctx, dev, ds, failKey{port: p.Name, dir: "counters_ext", name: c.Name}, c.Err)
+			continue
+		}
+		s.emitSum(b, ds, p.Name, def, def.attrVal, c.Value, srcCountersExt, now, resetStart)
+	}
+	hwDef := counterDef{metric: mHWCounter, attrKey: semconv.AttrIBHWCounter, scale: 1}
+	for i := range p.HWCounters {
+		c := &p.HWCounters[i]
+		if c.Err != nil {
+			s.fail(ctx, dev, ds, failKey{port: p.Name, dir: "hw_counters", name: c.Name}, c.Err)
+			continue
+		}
+		s.emitSum(b, ds, p.Name, hwDef, c.Name, c.Value, srcHWCounters, now, resetStart)
+	}
+}
+
+func (s *ibScraper) emitState(ctx context.Context, b *metricsBuilder, ds *deviceState, p *sysfs.Port, id metricID, file, attr string, st *sysfs.State, now pcommon.Timestamp) {
+	if st.Err != nil {
+		s.fail(ctx, ds.dev.Name, ds, failKey{port: p.Name, name: file}, st.Err)
+		return
+	}
+	if !st.Present {
+		return
+	}
+	dp := b.point(id)
+	dp.SetTimestamp(now)
+	dp.SetIntValue(st.Code)
+	a := dp.Attributes()
+	a.EnsureCapacity(2)
+	a.PutStr(semconv.AttrIBPort, p.Name)
+	a.PutStr(attr, st.Text)
+}
+
+// emitSum appends a cumulative data point. Any decrease of the raw value (a
+// 32-bit counter wrapped, a saturated PMA counter was cleared, the driver
+// reloaded) or a change of its source file is a reset: the series restarts
+// at resetStart instead of reporting a negative delta.
+func (s *ibScraper) emitSum(b *metricsBuilder, ds *deviceState, port string, def counterDef, attrVal string, raw uint64, source uint8, now, resetStart pcommon.Timestamp) {
+	key := seriesKey{port: port, metric: def.metric, attr: attrVal}
+	prev, ok := ds.series[key]
+	start := resetStart
+	if ok && raw >= prev.last && source == prev.source {
+		start = prev.start
+	}
+	ds.series[key] = seriesState{last: raw, start: start, source: source, gen: s.gen}
+
+	dp := b.point(def.metric)
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(now)
+	dp.SetIntValue(saturate(raw, def.scale))
+	a := dp.Attributes()
+	a.EnsureCapacity(2)
+	a.PutStr(semconv.AttrIBPort, port)
+	if def.attrKey != "" {
+		a.PutStr(def.attrKey, attrVal)
+	}
+}
+
+// saturate returns raw*scale as an int64, clamped at math.MaxInt64: data
+// points are signed, and a value that stops growing is read as a saturated
+// counter rather than a negative one.
+func saturate(raw, scale uint64) int64 {
+	if scale == 0 || raw > uint64(math.MaxInt64)/scale {
+		return math.MaxInt64
+	}
+	return int64(raw * scale)
+}
+
+func findCounter(cs []sysfs.Counter, name string) *sysfs.Counter {
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i]
+		}
+	}
+	return nil
+}
