@@ -3,6 +3,7 @@ package ibreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ibrece
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 )
@@ -83,7 +84,7 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("hw_counters[%d] must not be empty", i))
 		case name == AllHWCounters && len(cfg.HWCounters) > 1:
 			errs = append(errs, fmt.Errorf("hw_counters[%d]: %q must be the only entry", i, name))
-		case containsSlash(name) || name == "." || name == "..":
+		case strings.ContainsRune(name, '/') || name == "." || name == "..":
 			errs = append(errs, fmt.Errorf("hw_counters[%d]: %q is not a file name", i, name))
 		}
 	}
@@ -104,13 +105,4 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func containsSlash(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return true
-		}
-	}
-	return false
 }
