@@ -89,10 +89,16 @@ lint: $(STATICCHECK)
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# Short fuzzing of every parser (longer: FUZZTIME=10m make fuzz).
-FUZZTIME ?= 30s
+# Short fuzzing of every fuzz target in the tree (longer: FUZZTIME=10m make fuzz).
+# -fuzzminimizetime keeps large seeds from eating the whole budget.
+FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCounter$$' -fuzztime $(FUZZTIME) ./receiver/ibreceiver/internal/sysfs/
+	@set -e; grep -rl --include='*_test.go' '^func Fuzz' receiver processor exporter internal 2>/dev/null | xargs -n1 dirname | sort -u | while read -r dir; do \
+	  for target in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+	    echo "== $$dir $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./$$dir/; \
+	  done; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/...

@@ -27,9 +27,35 @@ const (
 	AttrNetworkIODirection = "network.io.direction" // transmit | receive
 	AttrErrorType          = "error.type"
 
-	// GPU and training (filled in by later components).
-	AttrGPUUUID       = "gpu.uuid"
-	AttrGPUIndex      = "gpu.index"
+	// GPU identity (resource attributes of every GPU's metrics and logs).
+	AttrGPUUUID          = "gpu.uuid"
+	AttrGPUIndex         = "gpu.index"
+	AttrGPUModel         = "gpu.model"
+	AttrGPUPCIBusID      = "gpu.pci_bus_id"
+	AttrGPUDevice        = "gpu.device" // device node, e.g. nvidia0
+	AttrGPUDriverVersion = "gpu.driver.version"
+	AttrGPUMIGInstanceID = "gpu.mig.gpu_instance_id"
+	AttrGPUMIGComputeID  = "gpu.mig.compute_instance_id"
+	AttrGPUMIGProfile    = "gpu.mig.profile"
+
+	// XID events (log records of the dcgm receiver).
+	AttrGPUXID       = "gpu.xid"
+	AttrGPUXIDName   = "gpu.xid.name"
+	AttrGPUXIDAction = "gpu.xid.action"
+	AttrGPUXIDSource = "gpu.xid.source" // dcgm | nvml | kmsg | exporter
+	AttrEventName    = "event.name"
+	EventGPUXID      = "gpu.xid"
+	EventGPUHang     = "gpu.unresponsive"
+
+	// Workload that owns a GPU.
+	AttrK8sPodName       = "k8s.pod.name"
+	AttrK8sNamespaceName = "k8s.namespace.name"
+	AttrK8sContainerName = "k8s.container.name"
+	AttrSlurmJobID       = "slurm.job.id"
+	AttrProcessPID       = "process.pid"
+	AttrProcessName      = "process.executable.name"
+
+	// Training (filled in by later components).
 	AttrTrainingJobID = "training.job.id"
 	AttrTrainingRank  = "training.rank"
 	AttrIterationStep = "iteration.step"

@@ -1,0 +1,160 @@
+package dcgmreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver"
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Sources of GPU fields.
+const (
+	SourceDCGM     = "dcgm"
+	SourceNVML     = "nvml"
+	SourceExporter = "exporter"
+)
+
+// DCGM connection modes.
+const (
+	ModeStandalone = "standalone"
+	ModeEmbedded   = "embedded"
+)
+
+// Metric naming schemes.
+const (
+	NamingOTel         = "otel"
+	NamingDCGMExporter = "dcgm_exporter"
+)
+
+// Config is the configuration of the dcgm receiver.
+type Config struct {
+	// Source is where GPU fields come from: dcgm (default), nvml or exporter.
+	Source string `mapstructure:"source"`
+	// Mode is the DCGM connection mode: standalone (default: connect to the
+	// nv-hostengine the GPU Operator runs) or embedded (load libdcgm.so.4
+	// in-process, for bare-metal nodes without a host engine).
+	Mode string `mapstructure:"mode"`
+	// Endpoint is, for dcgm standalone, the host engine's host:port or unix
+	// socket path (default localhost:5555); for exporter, the URL of a
+	// dcgm-exporter /metrics page (default http://localhost:9400/metrics).
+	Endpoint string `mapstructure:"endpoint"`
+
+	// KMsg also reads XIDs from the kernel log, alongside any source.
+	KMsg bool `mapstructure:"kmsg"`
+	// KMsgPath is the kernel log device; default /dev/kmsg.
+	KMsgPath string `mapstructure:"kmsg_path"`
+
+	// Naming is otel (default: OpenTelemetry hw.gpu.* / gpu.* names,
+	// docs/semconv.md) or dcgm_exporter (DCGM_FI_* names and dcgm-exporter's
+	// labels, for dashboards built on dcgm-exporter).
+	Naming string `mapstructure:"naming"`
+
+	// CollectionInterval is the interval of device fields (default 10s).
+	CollectionInterval time.Duration `mapstructure:"collection_interval"`
+	// ProfilingInterval is the interval of DCGM_FI_PROF_* fields (default
+	// 30s); 0 turns profiling fields off.
+	ProfilingInterval time.Duration `mapstructure:"profiling_interval"`
+	// CallTimeout bounds one call to the driver for one GPU (default 5s):
+	// a GPU whose call hangs is reported unresponsive.
+	CallTimeout time.Duration `mapstructure:"call_timeout"`
+
+	// XIDCatalogue overrides or adds entries of the built-in XID table.
+	XIDCatalogue []XIDEntryConfig `mapstructure:"xid_catalogue"`
+
+	// Attribution labels each GPU with the pod or Slurm job that owns it.
+	Attribution AttributionConfig `mapstructure:"attribution"`
+
+	// HostName overrides the host.name resource attribute; default
+	// os.Hostname().
+	HostName string `mapstructure:"host_name"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// XIDEntryConfig is one row of the XID table.
+type XIDEntryConfig struct {
+	Code     int    `mapstructure:"code"`
+	Name     string `mapstructure:"name"`
+	Severity string `mapstructure:"severity"` // info | warning | error | critical
+	Action   string `mapstructure:"action"`
+}
+
+// AttributionConfig selects the sources of GPU ownership.
+type AttributionConfig struct {
+	// RefreshInterval is how often ownership is re-read (default 30s).
+	RefreshInterval time.Duration `mapstructure:"refresh_interval"`
+	// Kubernetes reads the kubelet pod-resources API.
+	Kubernetes KubernetesAttributionConfig `mapstructure:"kubernetes"`
+	// Slurm reads the GPU's processes' cgroups and environment, and
+	// dcgm-exporter's HPC job-mapping directory.
+	Slurm SlurmAttributionConfig `mapstructure:"slurm"`
+}
+
+// KubernetesAttributionConfig configures the kubelet pod-resources source.
+type KubernetesAttributionConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// Socket is the pod-resources socket; default
+	// /var/lib/kubelet/pod-resources/kubelet.sock.
+	Socket string `mapstructure:"socket"`
+}
+
+// SlurmAttributionConfig configures the Slurm sources.
+type SlurmAttributionConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// ProcRoot is where procfs is mounted; default /proc.
+	ProcRoot string `mapstructure:"proc_root"`
+	// JobMappingDir is dcgm-exporter's HPC job-mapping directory (files named
+	// by GPU index holding job ids); empty to skip.
+	JobMappingDir string `mapstructure:"job_mapping_dir"`
+}
+
+// Validate checks the configuration; messages name the key and the value.
+func (cfg *Config) Validate() error {
+	var errs []error
+	switch cfg.Source {
+	case SourceDCGM:
+		if cfg.Mode != ModeStandalone && cfg.Mode != ModeEmbedded {
+			errs = append(errs, fmt.Errorf("mode: %q is not one of %s, %s", cfg.Mode, ModeStandalone, ModeEmbedded))
+		}
+		if cfg.Mode == ModeStandalone && cfg.Endpoint == "" {
+			errs = append(errs, errors.New("endpoint: must be set for source dcgm in standalone mode (host:port or a unix socket path)"))
+		}
+	case SourceNVML:
+	case SourceExporter:
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("endpoint: %q is not an http(s) URL of a dcgm-exporter /metrics page", cfg.Endpoint))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("source: %q is not one of %s, %s, %s", cfg.Source, SourceDCGM, SourceNVML, SourceExporter))
+	}
+	if cfg.Naming != NamingOTel && cfg.Naming != NamingDCGMExporter {
+		errs = append(errs, fmt.Errorf("naming: %q is not one of %s, %s", cfg.Naming, NamingOTel, NamingDCGMExporter))
+	}
+	if cfg.CollectionInterval <= 0 {
+		errs = append(errs, fmt.Errorf("collection_interval: must be greater than 0, got %s", cfg.CollectionInterval))
+	}
+	if cfg.ProfilingInterval < 0 {
+		errs = append(errs, fmt.Errorf("profiling_interval: must not be negative, got %s", cfg.ProfilingInterval))
+	}
+	if cfg.CallTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("call_timeout: must be greater than 0, got %s", cfg.CallTimeout))
+	}
+	if cfg.KMsg && cfg.KMsgPath == "" {
+		errs = append(errs, errors.New("kmsg_path: must be set when kmsg is true"))
+	}
+	if cfg.Attribution.RefreshInterval <= 0 {
+		errs = append(errs, fmt.Errorf("attribution::refresh_interval: must be greater than 0, got %s", cfg.Attribution.RefreshInterval))
+	}
+	if cfg.Attribution.Kubernetes.Enabled && cfg.Attribution.Kubernetes.Socket == "" {
+		errs = append(errs, errors.New("attribution::kubernetes::socket: must be set when kubernetes attribution is enabled"))
+	}
+	if cfg.Attribution.Slurm.Enabled && cfg.Attribution.Slurm.ProcRoot == "" {
+		errs = append(errs, errors.New("attribution::slurm::proc_root: must be set when slurm attribution is enabled"))
+	}
+	if _, err := newXIDCatalogue(cfg.XIDCatalogue); err != nil {
+		errs = append(errs, fmt.Errorf("xid_catalogue: %w", err))
+	}
+	return errors.Join(errs...)
+}

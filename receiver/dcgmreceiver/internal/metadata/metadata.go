@@ -1,0 +1,24 @@
+// Package metadata holds the identity of the dcgm receiver (type, scope
+// name, stability) and its internal telemetry. It is written by hand in the
+// shape that mdatagen produces for contrib components; metadata.yaml next to
+// the receiver documents the same facts.
+package metadata // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
+
+import (
+	"go.opentelemetry.io/collector/component"
+)
+
+var (
+	// Type is the component type of the receiver: "dcgm".
+	Type = component.MustNewType("dcgm")
+	// ScopeName is the instrumentation scope of what the receiver emits and
+	// of its own telemetry.
+	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver"
+)
+
+const (
+	// MetricsStability is the stability of the metrics signal.
+	MetricsStability = component.StabilityLevelAlpha
+	// LogsStability is the stability of the logs signal (XID events).
+	LogsStability = component.StabilityLevelAlpha
+)

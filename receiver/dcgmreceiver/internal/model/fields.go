@@ -1,0 +1,254 @@
+package model
+
+// FieldID is a DCGM field id (dcgm_fields.h). NVML and dcgm-exporter
+// readings are mapped to the same ids, so the catalogue below is the one
+// list of what the receiver knows.
+type FieldID uint16
+
+// The fields the receiver collects. Ids are DCGM's.
+const (
+	FieldDriverVersion FieldID = 1
+
+	FieldSMClock             FieldID = 100
+	FieldMemClock            FieldID = 101
+	FieldClocksEventReasons  FieldID = 112 // DCGM_FI_DEV_CLOCK_THROTTLE_REASONS in older DCGM
+	FieldMemoryTemp          FieldID = 140
+	FieldGPUTemp             FieldID = 150
+	FieldPowerUsage          FieldID = 155
+	FieldTotalEnergy         FieldID = 156
+	FieldPowerMgmtLimit      FieldID = 160
+	FieldPCIeReplayCounter   FieldID = 202
+	FieldGPUUtil             FieldID = 203
+	FieldMemCopyUtil         FieldID = 204
+	FieldEncUtil             FieldID = 206
+	FieldDecUtil             FieldID = 207
+	FieldXIDErrors           FieldID = 230
+	FieldPowerViolation      FieldID = 240
+	FieldThermalViolation    FieldID = 241
+	FieldSyncBoostViolation  FieldID = 242
+	FieldBoardLimitViolation FieldID = 243
+	FieldLowUtilViolation    FieldID = 244
+	FieldReliabilityViol     FieldID = 245
+	FieldAppClocksViolation  FieldID = 246
+	FieldBaseClocksViolation FieldID = 247
+	FieldFBTotal             FieldID = 250
+	FieldFBFree              FieldID = 251
+	FieldFBUsed              FieldID = 252
+	FieldFBReserved          FieldID = 253
+	FieldECCSBEVolTotal      FieldID = 310
+	FieldECCDBEVolTotal      FieldID = 311
+	FieldECCSBEAggTotal      FieldID = 312
+	FieldECCDBEAggTotal      FieldID = 313
+	FieldRetiredSBE          FieldID = 390
+	FieldRetiredDBE          FieldID = 391
+	FieldRetiredPending      FieldID = 392
+	FieldUncorrectableRemap  FieldID = 393
+	FieldCorrectableRemap    FieldID = 394
+	FieldRowRemapFailure     FieldID = 395
+	FieldNVLinkCRCFlitErrors FieldID = 409
+	FieldNVLinkCRCDataErrors FieldID = 419
+	FieldNVLinkReplayErrors  FieldID = 429
+	FieldNVLinkRecoveryErrs  FieldID = 439
+
+	FieldProfGREngineActive FieldID = 1001
+	FieldProfSMActive       FieldID = 1002
+	FieldProfSMOccupancy    FieldID = 1003
+	FieldProfTensorActive   FieldID = 1004
+	FieldProfDRAMActive     FieldID = 1005
+	FieldProfFP64Active     FieldID = 1006
+	FieldProfFP32Active     FieldID = 1007
+	FieldProfFP16Active     FieldID = 1008
+	FieldProfPCIeTxBytes    FieldID = 1009
+	FieldProfPCIeRxBytes    FieldID = 1010
+	FieldProfNVLinkTxBytes  FieldID = 1011
+	FieldProfNVLinkRxBytes  FieldID = 1012
+)
+
+// Kind says how a field's value behaves over time.
+type Kind uint8
+
+const (
+	// Gauge: a reading at a moment (temperature, utilization, a per-second rate).
+	Gauge Kind = iota
+	// Counter: a cumulative count since boot or driver load.
+	Counter
+	// Label: a string that identifies, not a measurement (driver version).
+	Label
+)
+
+// Field describes one field: its DCGM identity, and the OpenTelemetry
+// metric it becomes under `naming: otel` (docs/semconv.md).
+type Field struct {
+	ID   FieldID
+	Name string // DCGM name, e.g. DCGM_FI_DEV_GPU_TEMP: the metric name under `naming: dcgm_exporter`
+	Kind Kind
+	// Profiling fields (DCGM_FI_PROF_*) come from the profiling module: their
+	// own, slower interval, one consumer at a time, not on every GPU.
+	Profiling bool
+	// Help is dcgm-exporter's help text.
+	Help string
+
+	// OTel is the metric name under `naming: otel`; Unit its UCUM unit;
+	// Scale converts the DCGM value to that unit (e.g. MiB to By).
+	OTel  string
+	Unit  string
+	Scale float64
+	// AttrKey/AttrValue tell apart fields that share one OTel metric, e.g.
+	// hw.gpu.utilization with hw.gpu.task = encoder.
+	AttrKey, AttrValue string
+}
+
+// OTel metric names and attributes used by the catalogue.
+const (
+	MetricClockFrequency    = "gpu.clock.frequency"
+	MetricTemperature       = "hw.temperature"
+	MetricPower             = "hw.power"
+	MetricPowerLimit        = "gpu.power.limit"
+	MetricEnergy            = "hw.energy"
+	MetricPCIeReplays       = "gpu.pcie.replays"
+	MetricUtilization       = "hw.gpu.utilization"
+	MetricMemoryUtilization = "hw.gpu.memory.utilization"
+	MetricXIDLast           = "gpu.xid.last"
+	MetricThrottleDuration  = "gpu.clock.throttle.duration"
+	MetricMemoryLimit       = "hw.gpu.memory.limit"
+	MetricMemoryUsage       = "hw.gpu.memory.usage"
+	MetricFramebuffer       = "gpu.framebuffer"
+	MetricECCErrors         = "gpu.ecc.errors"
+	MetricRetiredPages      = "gpu.memory.retired_pages"
+	MetricRetiredPending    = "gpu.memory.retired_pages.pending"
+	MetricRemappedRows      = "gpu.memory.remapped_rows"
+	MetricRowRemapFailure   = "gpu.memory.row_remap_failure"
+	MetricNVLinkErrors      = "gpu.nvlink.errors"
+	MetricProfActive        = "gpu.prof.active"
+	MetricProfSMOccupancy   = "gpu.prof.sm.occupancy"
+	MetricProfPCIeIO        = "gpu.prof.pcie.io"
+	MetricProfNVLinkIO      = "gpu.prof.nvlink.io"
+	MetricClockThrottle     = "gpu.clock.throttle"    // from FieldClocksEventReasons: one 0/1 series per reason
+	MetricXIDErrors         = "gpu.xid.errors"        // from XID events: count per GPU and code
+	MetricUnresponsive      = "gpu.unresponsive"      // 1 while a call for the GPU is stuck
+	AttrClockType           = "gpu.clock.type"        // sm | memory
+	AttrSensorLocation      = "hw.sensor_location"    // gpu | memory
+	AttrGPUTask             = "hw.gpu.task"           // general | encoder | decoder
+	AttrThrottleReason      = "gpu.throttle.reason"   // power | thermal | ...
+	AttrFramebufferState    = "gpu.framebuffer.state" // free | reserved
+	AttrECCType             = "gpu.ecc.type"          // sbe_volatile | dbe_volatile | sbe_aggregate | dbe_aggregate
+	AttrRetirementCause     = "gpu.memory.retirement.cause"
+	AttrRemapType           = "gpu.memory.remap.type" // correctable | uncorrectable
+	AttrNVLinkErrorType     = "error.type"            // crc_flit | crc_data | replay | recovery
+	AttrProfUnit            = "gpu.prof.unit"         // gr_engine | sm | tensor | dram | fp64 | fp32 | fp16
+	AttrDirection           = "network.io.direction"  // transmit | receive
+	AttrXID                 = "gpu.xid"               // XID code
+)
+
+// Catalogue lists every field the receiver knows, in a stable order.
+var Catalogue = []Field{
+	{ID: FieldDriverVersion, Name: "DCGM_FI_DRIVER_VERSION", Kind: Label, Help: "Driver version."},
+
+	{ID: FieldSMClock, Name: "DCGM_FI_DEV_SM_CLOCK", Help: "SM clock frequency (in MHz).", OTel: MetricClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: AttrClockType, AttrValue: "sm"},
+	{ID: FieldMemClock, Name: "DCGM_FI_DEV_MEM_CLOCK", Help: "Memory clock frequency (in MHz).", OTel: MetricClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: AttrClockType, AttrValue: "memory"},
+	{ID: FieldClocksEventReasons, Name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Help: "Current clock throttle reasons (bitmask).", OTel: MetricClockThrottle, Unit: "1", Scale: 1},
+	{ID: FieldMemoryTemp, Name: "DCGM_FI_DEV_MEMORY_TEMP", Help: "Memory temperature (in C).", OTel: MetricTemperature, Unit: "Cel", Scale: 1, AttrKey: AttrSensorLocation, AttrValue: "memory"},
+	{ID: FieldGPUTemp, Name: "DCGM_FI_DEV_GPU_TEMP", Help: "GPU temperature (in C).", OTel: MetricTemperature, Unit: "Cel", Scale: 1, AttrKey: AttrSensorLocation, AttrValue: "gpu"},
+	{ID: FieldPowerUsage, Name: "DCGM_FI_DEV_POWER_USAGE", Help: "Power draw (in W).", OTel: MetricPower, Unit: "W", Scale: 1},
+	{ID: FieldTotalEnergy, Name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Kind: Counter, Help: "Total energy consumption since boot (in mJ).", OTel: MetricEnergy, Unit: "J", Scale: 1e-3},
+	{ID: FieldPowerMgmtLimit, Name: "DCGM_FI_DEV_POWER_MGMT_LIMIT", Help: "Current power limit (in W).", OTel: MetricPowerLimit, Unit: "W", Scale: 1},
+	{ID: FieldPCIeReplayCounter, Name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind: Counter, Help: "Total number of PCIe retries.", OTel: MetricPCIeReplays, Unit: "{replay}", Scale: 1},
+	{ID: FieldGPUUtil, Name: "DCGM_FI_DEV_GPU_UTIL", Help: "GPU utilization (in %).", OTel: MetricUtilization, Unit: "1", Scale: 0.01, AttrKey: AttrGPUTask, AttrValue: "general"},
+	{ID: FieldMemCopyUtil, Name: "DCGM_FI_DEV_MEM_COPY_UTIL", Help: "Memory utilization (in %).", OTel: MetricMemoryUtilization, Unit: "1", Scale: 0.01},
+	{ID: FieldEncUtil, Name: "DCGM_FI_DEV_ENC_UTIL", Help: "Encoder utilization (in %).", OTel: MetricUtilization, Unit: "1", Scale: 0.01, AttrKey: AttrGPUTask, AttrValue: "encoder"},
+	{ID: FieldDecUtil, Name: "DCGM_FI_DEV_DEC_UTIL", Help: "Decoder utilization (in %).", OTel: MetricUtilization, Unit: "1", Scale: 0.01, AttrKey: AttrGPUTask, AttrValue: "decoder"},
+	{ID: FieldXIDErrors, Name: "DCGM_FI_DEV_XID_ERRORS", Help: "Value of the last XID error encountered.", OTel: MetricXIDLast, Unit: "{xid}", Scale: 1},
+
+	{ID: FieldPowerViolation, Name: "DCGM_FI_DEV_POWER_VIOLATION", Kind: Counter, Help: "Throttling duration due to power constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "power"},
+	{ID: FieldThermalViolation, Name: "DCGM_FI_DEV_THERMAL_VIOLATION", Kind: Counter, Help: "Throttling duration due to thermal constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "thermal"},
+	{ID: FieldSyncBoostViolation, Name: "DCGM_FI_DEV_SYNC_BOOST_VIOLATION", Kind: Counter, Help: "Throttling duration due to sync-boost constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "sync_boost"},
+	{ID: FieldBoardLimitViolation, Name: "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", Kind: Counter, Help: "Throttling duration due to board limit constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "board_limit"},
+	{ID: FieldLowUtilViolation, Name: "DCGM_FI_DEV_LOW_UTIL_VIOLATION", Kind: Counter, Help: "Throttling duration due to low utilization (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "low_util"},
+	{ID: FieldReliabilityViol, Name: "DCGM_FI_DEV_RELIABILITY_VIOLATION", Kind: Counter, Help: "Throttling duration due to reliability constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "reliability"},
+	{ID: FieldAppClocksViolation, Name: "DCGM_FI_DEV_TOTAL_APP_CLOCKS_VIOLATION", Kind: Counter, Help: "Throttling duration due to application clocks (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "app_clocks"},
+	{ID: FieldBaseClocksViolation, Name: "DCGM_FI_DEV_TOTAL_BASE_CLOCKS_VIOLATION", Kind: Counter, Help: "Throttling duration due to base clocks (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "base_clocks"},
+
+	{ID: FieldFBTotal, Name: "DCGM_FI_DEV_FB_TOTAL", Help: "Framebuffer memory total (in MiB).", OTel: MetricMemoryLimit, Unit: "By", Scale: 1 << 20},
+	{ID: FieldFBFree, Name: "DCGM_FI_DEV_FB_FREE", Help: "Framebuffer memory free (in MiB).", OTel: MetricFramebuffer, Unit: "By", Scale: 1 << 20, AttrKey: AttrFramebufferState, AttrValue: "free"},
+	{ID: FieldFBUsed, Name: "DCGM_FI_DEV_FB_USED", Help: "Framebuffer memory used (in MiB).", OTel: MetricMemoryUsage, Unit: "By", Scale: 1 << 20},
+	{ID: FieldFBReserved, Name: "DCGM_FI_DEV_FB_RESERVED", Help: "Framebuffer memory reserved (in MiB).", OTel: MetricFramebuffer, Unit: "By", Scale: 1 << 20, AttrKey: AttrFramebufferState, AttrValue: "reserved"},
+
+	{ID: FieldECCSBEVolTotal, Name: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Kind: Counter, Help: "Total number of single-bit volatile ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "sbe_volatile"},
+	{ID: FieldECCDBEVolTotal, Name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Kind: Counter, Help: "Total number of double-bit volatile ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "dbe_volatile"},
+	{ID: FieldECCSBEAggTotal, Name: "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Kind: Counter, Help: "Total number of single-bit persistent ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "sbe_aggregate"},
+	{ID: FieldECCDBEAggTotal, Name: "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Kind: Counter, Help: "Total number of double-bit persistent ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "dbe_aggregate"},
+	{ID: FieldRetiredSBE, Name: "DCGM_FI_DEV_RETIRED_SBE", Kind: Counter, Help: "Total number of retired pages due to single-bit errors.", OTel: MetricRetiredPages, Unit: "{page}", Scale: 1, AttrKey: AttrRetirementCause, AttrValue: "sbe"},
+	{ID: FieldRetiredDBE, Name: "DCGM_FI_DEV_RETIRED_DBE", Kind: Counter, Help: "Total number of retired pages due to double-bit errors.", OTel: MetricRetiredPages, Unit: "{page}", Scale: 1, AttrKey: AttrRetirementCause, AttrValue: "dbe"},
+	{ID: FieldRetiredPending, Name: "DCGM_FI_DEV_RETIRED_PENDING", Help: "Total number of pages pending retirement.", OTel: MetricRetiredPending, Unit: "{page}", Scale: 1},
+	{ID: FieldUncorrectableRemap, Name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for uncorrectable errors.", OTel: MetricRemappedRows, Unit: "{row}", Scale: 1, AttrKey: AttrRemapType, AttrValue: "uncorrectable"},
+	{ID: FieldCorrectableRemap, Name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for correctable errors.", OTel: MetricRemappedRows, Unit: "{row}", Scale: 1, AttrKey: AttrRemapType, AttrValue: "correctable"},
+	{ID: FieldRowRemapFailure, Name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", Help: "Whether remapping of rows has failed.", OTel: MetricRowRemapFailure, Unit: "", Scale: 1},
+	{ID: FieldNVLinkCRCFlitErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink flow-control CRC errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "crc_flit"},
+	{ID: FieldNVLinkCRCDataErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink data CRC errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "crc_data"},
+	{ID: FieldNVLinkReplayErrors, Name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink retries.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "replay"},
+	{ID: FieldNVLinkRecoveryErrs, Name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink recovery errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "recovery"},
+
+	{ID: FieldProfGREngineActive, Name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", Profiling: true, Help: "Ratio of time the graphics engine is active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "gr_engine"},
+	{ID: FieldProfSMActive, Name: "DCGM_FI_PROF_SM_ACTIVE", Profiling: true, Help: "The ratio of cycles an SM has at least 1 warp assigned.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "sm"},
+	{ID: FieldProfSMOccupancy, Name: "DCGM_FI_PROF_SM_OCCUPANCY", Profiling: true, Help: "The ratio of number of warps resident on an SM.", OTel: MetricProfSMOccupancy, Unit: "1", Scale: 1},
+	{ID: FieldProfTensorActive, Name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Profiling: true, Help: "Ratio of cycles the tensor (HMMA) pipe is active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "tensor"},
+	{ID: FieldProfDRAMActive, Name: "DCGM_FI_PROF_DRAM_ACTIVE", Profiling: true, Help: "Ratio of cycles the device memory interface is active sending or receiving data.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "dram"},
+	{ID: FieldProfFP64Active, Name: "DCGM_FI_PROF_PIPE_FP64_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp64 pipes are active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "fp64"},
+	{ID: FieldProfFP32Active, Name: "DCGM_FI_PROF_PIPE_FP32_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp32 pipes are active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "fp32"},
+	{ID: FieldProfFP16Active, Name: "DCGM_FI_PROF_PIPE_FP16_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp16 pipes are active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "fp16"},
+	{ID: FieldProfPCIeTxBytes, Name: "DCGM_FI_PROF_PCIE_TX_BYTES", Profiling: true, Help: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", OTel: MetricProfPCIeIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "transmit"},
+	{ID: FieldProfPCIeRxBytes, Name: "DCGM_FI_PROF_PCIE_RX_BYTES", Profiling: true, Help: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", OTel: MetricProfPCIeIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "receive"},
+	{ID: FieldProfNVLinkTxBytes, Name: "DCGM_FI_PROF_NVLINK_TX_BYTES", Profiling: true, Help: "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.", OTel: MetricProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "transmit"},
+	{ID: FieldProfNVLinkRxBytes, Name: "DCGM_FI_PROF_NVLINK_RX_BYTES", Profiling: true, Help: "The rate of data received over NVLink, not including protocol headers, in bytes per second.", OTel: MetricProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "receive"},
+}
+
+// Alternative names sources use for a catalogued field.
+var aliases = map[string]FieldID{
+	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": FieldClocksEventReasons,
+}
+
+var (
+	byID   = map[FieldID]*Field{}
+	byName = map[string]*Field{}
+)
+
+func init() {
+	for i := range Catalogue {
+		f := &Catalogue[i]
+		byID[f.ID] = f
+		byName[f.Name] = f
+	}
+	for name, id := range aliases {
+		byName[name] = byID[id]
+	}
+}
+
+// FieldByID returns the catalogue entry of a DCGM field id.
+func FieldByID(id FieldID) (*Field, bool) {
+	f, ok := byID[id]
+	return f, ok
+}
+
+// FieldByName returns the catalogue entry of a DCGM field name
+// (DCGM_FI_DEV_GPU_TEMP), as dcgm-exporter names its metrics.
+func FieldByName(name string) (*Field, bool) {
+	f, ok := byName[name]
+	return f, ok
+}
+
+// ThrottleReasons are the bits of DCGM_FI_DEV_CLOCKS_EVENT_REASONS
+// (nvmlClocksEventReason*), each reported as its own 0/1 series.
+var ThrottleReasons = []struct {
+	Bit  uint64
+	Name string
+}{
+	{0x1, "gpu_idle"},
+	{0x2, "applications_clocks_setting"},
+	{0x4, "sw_power_cap"},
+	{0x8, "hw_slowdown"},
+	{0x10, "sync_boost"},
+	{0x20, "sw_thermal_slowdown"},
+	{0x40, "hw_thermal_slowdown"},
+	{0x80, "hw_power_brake_slowdown"},
+	{0x100, "display_clock_setting"},
+}

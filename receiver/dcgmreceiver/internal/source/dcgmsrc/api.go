@@ -1,0 +1,101 @@
+package dcgmsrc
+
+import (
+	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
+)
+
+// api is every DCGM call this package makes. The one production
+// implementation (dcgm_api.go) calls go-dcgm; tests use a fake. Only
+// Connection holds an api, and it lets no call but Init through until Init
+// has succeeded: go-dcgm kills the process (undefined symbol) when any
+// other call is made without a successful Init.
+type api interface {
+	// Init loads libdcgm.so.4 and connects (standalone) or starts the
+	// engine in-process (embedded). cleanup disconnects and unloads it.
+	Init(mode Mode, address string, isUnixSocket bool) (cleanup func(), err error)
+	// SupportedDevices lists the DCGM GPU ids of the GPUs DCGM supports.
+	SupportedDevices() ([]uint, error)
+	DeviceInfo(gpu uint) (deviceInfo, error)
+	// SupportedMetricGroups lists the profiling metric groups a GPU
+	// supports (dcgmProfGetSupportedMetricGroups).
+	SupportedMetricGroups(gpu uint) ([]metricGroup, error)
+
+	CreateFieldGroup(name string, fields []model.FieldID) (handle, error)
+	DestroyFieldGroup(fieldGroup handle) error
+	CreateGPUGroup(name string, gpus []uint) (handle, error)
+	DestroyGPUGroup(gpuGroup handle) error
+	// Watch asks DCGM to sample the field group on the GPU group every
+	// updateEvery, keeping samples for keepAge or keepSamples (0: no limit).
+	Watch(fieldGroup, gpuGroup handle, updateEvery, keepAge time.Duration, keepSamples int) error
+	Unwatch(fieldGroup, gpuGroup handle) error
+
+	// LatestValues reads the latest cached value of each field of one GPU.
+	LatestValues(gpu uint, fields []model.FieldID) ([]fieldValue, error)
+	// ValuesSince reads every sample stored since the given time and
+	// returns the time to pass next (dcgmGetValuesSince_v2).
+	ValuesSince(gpuGroup, fieldGroup handle, since time.Time) ([]fieldValue, time.Time, error)
+}
+
+// handle is an opaque DCGM field-group or GPU-group handle.
+type handle uintptr
+
+// deviceInfo is what the receiver needs of dcgmDeviceAttributes_t.
+type deviceInfo struct {
+	UUID          string
+	Model         string
+	PCIBusID      string
+	DriverVersion string
+}
+
+// metricGroup is one profiling metric group a GPU supports.
+type metricGroup struct {
+	Major, Minor uint
+	Fields       []model.FieldID
+}
+
+// DCGM field types (dcgm_fields.h).
+const (
+	fieldTypeDouble byte = 'd'
+	fieldTypeInt64  byte = 'i'
+)
+
+// fieldValue is one sample of one field of one GPU.
+type fieldValue struct {
+	GPU    uint
+	Field  model.FieldID
+	Type   byte // fieldTypeDouble, fieldTypeInt64, or another DCGM type the receiver ignores
+	Status int  // a DCGM_ST_* code; anything but 0 means there is no value
+	Int    int64
+	Float  float64
+	TS     int64 // microseconds since the epoch
+}
+
+// toModel converts a sample to the model, refusing DCGM's blank and
+// not-supported sentinels, failed statuses and non-numeric types: those are
+// "no value", never a reading.
+func (v fieldValue) toModel() (model.Value, bool) {
+	if v.Status != 0 {
+		return model.Value{}, false
+	}
+	out := model.Value{Field: v.Field}
+	if v.TS > 0 {
+		out.Time = time.UnixMicro(v.TS)
+	}
+	switch v.Type {
+	case fieldTypeInt64:
+		if model.IsBlankInt64(v.Int) {
+			return model.Value{}, false
+		}
+		out.Int = v.Int
+	case fieldTypeDouble:
+		if model.IsBlankFloat64(v.Float) {
+			return model.Value{}, false
+		}
+		out.Float, out.IsFloat = v.Float, true
+	default:
+		return model.Value{}, false
+	}
+	return out, true
+}
