@@ -122,6 +122,19 @@ type otelMetrics struct {
 	byKey map[string]pmetric.NumberDataPointSlice
 }
 
+// pointsPerMetric is how many data points each OTel metric can have for one
+// GPU (fields sharing it, the throttle reasons), so that its slice is
+// allocated once instead of growing point by point.
+var pointsPerMetric = func() map[string]int {
+	n := map[string]int{model.MetricClockThrottle: len(model.ThrottleReasons)}
+	for _, f := range model.Catalogue {
+		if f.Kind != model.Label && f.ID != model.FieldClocksEventReasons {
+			n[f.OTel]++
+		}
+	}
+	return n
+}()
+
 func (m *otelMetrics) points(name, desc, unit string, counter bool) pmetric.NumberDataPointSlice {
 	if dps, ok := m.byKey[name]; ok {
 		return dps
@@ -139,6 +152,7 @@ func (m *otelMetrics) points(name, desc, unit string, counter bool) pmetric.Numb
 	} else {
 		dps = met.SetEmptyGauge().DataPoints()
 	}
+	dps.EnsureCapacity(pointsPerMetric[name])
 	m.byKey[name] = dps
 	return dps
 }
@@ -162,7 +176,8 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 	putNonEmpty(res, semconv.AttrSlurmJobID, o.SlurmJobID)
 	putNonEmpty(res, semconv.AttrTrainingJobID, o.TrainingJobID)
 
-	om := &otelMetrics{ms: ms, byKey: map[string]pmetric.NumberDataPointSlice{}}
+	ms.EnsureCapacity(len(pointsPerMetric) + 2)
+	om := &otelMetrics{ms: ms, byKey: make(map[string]pmetric.NumberDataPointSlice, len(pointsPerMetric)+2)}
 	gk := gpuKey(g)
 	for _, v := range s.Values {
 		f, ok := model.FieldByID(v.Field)
@@ -216,16 +231,17 @@ func (b *metricsBuilder) throttleReasons(om *otelMetrics, v model.Value, ts pcom
 	}
 }
 
+// buildDCGMExporter writes dcgm-exporter's names and labels. The labels are
+// the GPU's resource attributes (one resource per GPU, as in otel naming);
+// remote write with resource_constant_labels turns them into the labels
+// dashboards filter on, and no data point carries a copy of them.
 func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetric.MetricSlice, s *model.GPUSample, o model.Owner, xids map[int]int64, now pcommon.Timestamp) {
 	g := s.GPU
-	// instance and job labels after remote write: dashboards filter on
-	// instance, as they did on the scrape target of dcgm-exporter.
-	res := rm.Resource().Attributes()
-	putNonEmpty(res, semconv.AttrHostName, b.hostName)
-	res.PutStr("service.name", "dcgm-exporter")
-	putNonEmpty(res, "service.instance.id", b.hostName)
-
-	labels := pcommon.NewMap()
+	labels := rm.Resource().Attributes()
+	labels.EnsureCapacity(16)
+	// service.instance.id becomes the instance label after remote write.
+	labels.PutStr("service.name", "dcgm-exporter")
+	putNonEmpty(labels, "service.instance.id", b.hostName)
 	labels.PutStr(labelGPU, strconv.Itoa(g.Index))
 	labels.PutStr(labelUUID, g.UUID)
 	putNonEmpty(labels, labelPCIBusID, g.PCIBusID)
@@ -240,6 +256,7 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 	putNonEmpty(labels, labelDriverVersion, g.DriverVersion)
 
 	gk := gpuKey(g)
+	ms.EnsureCapacity(len(s.Values) + 2)
 	for _, v := range s.Values {
 		f, ok := model.FieldByID(v.Field)
 		if !ok || f.Kind == model.Label || isSentinel(v) {
@@ -263,7 +280,6 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 			dp = m.SetEmptyGauge().DataPoints().AppendEmpty()
 		}
 		dp.SetTimestamp(ts)
-		labels.CopyTo(dp.Attributes())
 		if v.IsFloat {
 			dp.SetDoubleValue(v.Float)
 		} else {
@@ -281,7 +297,6 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 			dp := sum.DataPoints().AppendEmpty()
 			dp.SetStartTimestamp(b.startTime)
 			dp.SetTimestamp(now)
-			labels.CopyTo(dp.Attributes())
 			dp.Attributes().PutStr(labelXID, strconv.Itoa(code))
 			dp.SetIntValue(n)
 		}
@@ -291,7 +306,6 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 	m.SetDescription("1 while a driver call for the GPU does not return within call_timeout.")
 	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
 	dp.SetTimestamp(now)
-	labels.CopyTo(dp.Attributes())
 	dp.SetIntValue(boolInt(s.Unresponsive))
 }
 

@@ -281,17 +281,18 @@ func TestDCGMExporterNaming(t *testing.T) {
 	var temp, energy, tensor bool
 	for _, md := range env.metrics.AllMetrics() {
 		res := md.ResourceMetrics().At(0).Resource().Attributes()
+		assert.True(t, hasAttrs(res, labels), "dcgm-exporter labels on the GPU's resource: %v", res.AsRaw())
 		inst, _ := res.Get("service.instance.id")
 		assert.Equal(t, "xl003", inst.Str(), "service.instance.id becomes the instance label")
-		if dp, ok := findPoint(md, "DCGM_FI_DEV_GPU_TEMP", labels); ok {
+		if dp, ok := findPoint(md, "DCGM_FI_DEV_GPU_TEMP", nil); ok {
 			temp = true
 			assert.Equal(t, int64(61), dp.IntValue())
 		}
-		if dp, ok := findPoint(md, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", labels); ok {
+		if dp, ok := findPoint(md, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", nil); ok {
 			energy = true
 			assert.Equal(t, int64(4742776), dp.IntValue(), "values stay in DCGM's units")
 		}
-		if dp, ok := findPoint(md, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", labels); ok {
+		if dp, ok := findPoint(md, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", nil); ok {
 			tensor = true
 			assert.InDelta(t, 0.62, dp.DoubleValue(), 1e-12)
 		}

@@ -49,6 +49,8 @@ const (
 	FieldNVLinkCRCDataErrors FieldID = 419
 	FieldNVLinkReplayErrors  FieldID = 429
 	FieldNVLinkRecoveryErrs  FieldID = 439
+	FieldNVLinkBandwidthTot  FieldID = 449
+	FieldVGPULicenseStatus   FieldID = 526
 
 	FieldProfGREngineActive FieldID = 1001
 	FieldProfSMActive       FieldID = 1002
@@ -119,6 +121,8 @@ const (
 	MetricRemappedRows      = "gpu.memory.remapped_rows"
 	MetricRowRemapFailure   = "gpu.memory.row_remap_failure"
 	MetricNVLinkErrors      = "gpu.nvlink.errors"
+	MetricNVLinkBandwidth   = "gpu.nvlink.bandwidth_counter"
+	MetricVGPULicense       = "gpu.vgpu.license_status"
 	MetricProfActive        = "gpu.prof.active"
 	MetricProfSMOccupancy   = "gpu.prof.sm.occupancy"
 	MetricProfPCIeIO        = "gpu.prof.pcie.io"
@@ -187,6 +191,8 @@ var Catalogue = []Field{
 	{ID: FieldNVLinkCRCDataErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink data CRC errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "crc_data"},
 	{ID: FieldNVLinkReplayErrors, Name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink retries.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "replay"},
 	{ID: FieldNVLinkRecoveryErrs, Name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink recovery errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "recovery"},
+	{ID: FieldNVLinkBandwidthTot, Name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", Kind: Counter, Help: "Total number of NVLink bandwidth counters for all lanes.", OTel: MetricNVLinkBandwidth, Unit: "{count}", Scale: 1},
+	{ID: FieldVGPULicenseStatus, Name: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Help: "vGPU License status", OTel: MetricVGPULicense, Unit: "", Scale: 1},
 
 	{ID: FieldProfGREngineActive, Name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", Profiling: true, Help: "Ratio of time the graphics engine is active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "gr_engine"},
 	{ID: FieldProfSMActive, Name: "DCGM_FI_PROF_SM_ACTIVE", Profiling: true, Help: "The ratio of cycles an SM has at least 1 warp assigned.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "sm"},

@@ -88,7 +88,7 @@ func TestCollectServedFixtures(t *testing.T) {
 	assert.Equal(t, 210.0, mustValue(t, gpu, model.FieldSMClock).Float)
 	assert.Equal(t, 16.365, mustValue(t, gpu, model.FieldPowerUsage).Float)
 	assert.Equal(t, model.Value{Field: model.FieldTotalEnergy, Int: 4742776}, mustValue(t, gpu, model.FieldTotalEnergy))
-	assert.Len(t, gpu.Values, 22)
+	assert.Len(t, gpu.Values, 23)
 
 	for _, name := range allFixtures {
 		t.Run(name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestCollectReturnsOnlyRequestedFields(t *testing.T) {
 	snap, err := l40s.Collect(context.Background(), deviceFields())
 	require.NoError(t, err)
 	require.Len(t, snap.GPUs, 1)
-	assert.Len(t, snap.GPUs[0].Values, 17)
+	assert.Len(t, snap.GPUs[0].Values, 18)
 	for _, v := range snap.GPUs[0].Values {
 		f, _ := model.FieldByID(v.Field)
 		assert.Falsef(t, f.Profiling, "device collection returned %s", f.Name)

@@ -94,9 +94,9 @@ func TestTranslateL4(t *testing.T) {
 		_, ok := valueOf(gpu, id)
 		assert.Truef(t, ok, "profiling field %d missing", id)
 	}
-	// 23 samples on the page; DCGM_FI_DEV_VGPU_LICENSE_STATUS is not catalogued.
-	assert.Equal(t, Stats{Values: 22, Unknown: 1}, stats)
-	assert.Len(t, gpu.Values, 22)
+	// 23 samples on the page, all catalogued.
+	assert.Equal(t, Stats{Values: 23}, stats)
+	assert.Len(t, gpu.Values, 23)
 	assertSortedByField(t, gpu)
 }
 
@@ -114,7 +114,7 @@ func TestTranslateL40S(t *testing.T) {
 		_, ok := valueOf(gpu, id)
 		assert.Truef(t, ok, "profiling field %d missing", id)
 	}
-	assert.Equal(t, Stats{Values: 22, Unknown: 1}, stats)
+	assert.Equal(t, Stats{Values: 23}, stats)
 }
 
 func TestTranslateVGPUHasNoProfilingFieldsNorXID(t *testing.T) {
@@ -129,7 +129,7 @@ func TestTranslateVGPUHasNoProfilingFieldsNorXID(t *testing.T) {
 		assert.Falsef(t, field.Profiling, "vGPU page has profiling field %s", field.Name)
 		assert.NotEqual(t, model.FieldXIDErrors, v.Field)
 	}
-	assert.Equal(t, Stats{Values: 10, Unknown: 1}, stats)
+	assert.Equal(t, Stats{Values: 11}, stats)
 }
 
 func TestTranslateWithoutHelpAndTypeLines(t *testing.T) {
@@ -147,7 +147,7 @@ func TestTranslateWithoutHelpAndTypeLines(t *testing.T) {
 	assert.Equal(t, model.Value{Field: model.FieldTotalEnergy, Int: 15152422938}, mustValue(t, gpu, model.FieldTotalEnergy))
 	assert.Equal(t, model.Value{Field: model.FieldPowerUsage, Float: 68.244, IsFloat: true}, mustValue(t, gpu, model.FieldPowerUsage))
 	assert.Equal(t, model.Value{Field: model.FieldProfGREngineActive, Float: 0.156205, IsFloat: true}, mustValue(t, gpu, model.FieldProfGREngineActive))
-	assert.Equal(t, Stats{Values: 19, Unknown: 1}, stats)
+	assert.Equal(t, Stats{Values: 20}, stats)
 }
 
 func TestTranslateDropsSentinel(t *testing.T) {
@@ -358,9 +358,9 @@ func TestEightGPUPage(t *testing.T) {
 		assert.Equal(t, i, sample.GPU.Index)
 		assert.Equal(t, fmt.Sprintf("GPU-5b4e07f6-3a86-4340-039d-25f2a83cdc4%d", i), sample.GPU.UUID)
 		assert.Equal(t, fmt.Sprintf("resnet152-imagenet-ddp-worker-%d-5f7c9d8b6-x2x9k", i), sample.Owner.PodName)
-		assert.Len(t, sample.Values, 22)
+		assert.Len(t, sample.Values, 23)
 	}
-	assert.Equal(t, Stats{Values: 176, Unknown: 8}, stats)
+	assert.Equal(t, Stats{Values: 184}, stats)
 }
 
 func BenchmarkTranslate8GPU64KB(b *testing.B) {
