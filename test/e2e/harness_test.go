@@ -138,9 +138,10 @@ func (p *process) dumpLog(t *testing.T, lines int) {
 	t.Logf("---- last %d lines of %s ----\n%s", len(all), p.name, strings.Join(all, "\n"))
 }
 
-func (p *process) logContains(s string) bool {
+// logCount counts the lines of the process's log that contain s.
+func (p *process) logCount(s string) int {
 	data, _ := os.ReadFile(p.log)
-	return bytes.Contains(data, []byte(s))
+	return bytes.Count(data, []byte(s))
 }
 
 // eventually polls cond until it returns nil or the wait runs out; the last

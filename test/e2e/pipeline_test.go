@@ -100,6 +100,11 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 		if labels["host_name"] != host {
 			t.Errorf("host_name label = %q, want %q (labels %v)", labels["host_name"], host, labels)
 		}
+		// This machine has no DCGM: the agent's dcgm receiver says so once
+		// and retries, and the InfiniBand counters above flow regardless.
+		if n := agent.logCount("GPU source unavailable"); n != 1 {
+			t.Errorf("agent logged the missing DCGM %d times, want once", n)
+		}
 
 		// Other kinds of series, each checked against the fixture's files.
 		for q, want := range map[string]float64{
