@@ -39,7 +39,10 @@ type dependencies struct {
 	metricsSource source.Metrics
 	xidSources    []source.XIDs
 	attributor    attributor // nil: no attribution
-	now           func() time.Time
+	// processes lists each GPU's pids for Slurm attribution; nil when the
+	// metrics source cannot and no NVML lister was configured.
+	processes source.Processes
+	now       func() time.Time
 }
 
 // dcgmReceiver serves both the metrics and the logs pipeline of one config:
@@ -139,6 +142,9 @@ func (r *dcgmReceiver) Shutdown(ctx context.Context) error {
 	}
 	if r.deps.metricsSource != nil {
 		errs = append(errs, r.deps.metricsSource.Shutdown(ctx))
+	}
+	if l, ok := r.deps.processes.(*processLister); ok {
+		errs = append(errs, l.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
 }
@@ -326,9 +332,16 @@ func (r *dcgmReceiver) refreshOwners(ctx context.Context) {
 	r.mu.Lock()
 	gpus := append([]model.GPU(nil), r.gpus...)
 	r.mu.Unlock()
+	var pids map[string][]int
+	if r.deps.processes != nil {
+		var err error
+		if pids, err = r.deps.processes.Processes(ctx); err != nil {
+			r.logger.Debug("dcgmreceiver: cannot list GPU processes for Slurm attribution", zap.Error(err))
+		}
+	}
 	// Failures are logged by the attributor once per state change; metrics
 	// go out without the attributes meanwhile.
-	_ = r.deps.attributor.Refresh(ctx, gpus, nil)
+	_ = r.deps.attributor.Refresh(ctx, gpus, pids)
 }
 
 // xidLoop turns XID events into log records and per-GPU counts.

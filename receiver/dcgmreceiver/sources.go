@@ -29,6 +29,9 @@ func (f *factory) dependencies(cfg *Config, set receiver.Settings) (dependencies
 		deps.xidSources = append(deps.xidSources, kmsg.New(logger, kmsg.Options{Path: cfg.KMsgPath}))
 	}
 	deps.attributor, err = newAttributor(cfg, logger)
+	if deps.attributor != nil {
+		deps.processes = processSource(cfg, deps.metricsSource, logger)
+	}
 	return deps, err
 }
 

@@ -19,16 +19,23 @@ func TestMain(m *testing.M) {
 // Every backend implements the interface the receiver drives; a change of
 // the interface that a backend misses fails here, not in a collector build.
 func TestBackendsImplementTheInterfaces(t *testing.T) {
-	var metrics = map[string]source.Metrics{
+	backends := map[string]any{
 		"dcgm":     (*dcgmsrc.Source)(nil),
 		"nvml":     (*nvmlsrc.Source)(nil),
 		"exporter": (*exportersrc.Source)(nil),
+		"kmsg":     (*kmsg.Reader)(nil),
 	}
-	if len(metrics) != 3 {
-		t.Fatal("three metrics sources expected")
-	}
-	var xids source.XIDs = (*kmsg.Reader)(nil)
-	if xids == nil {
-		t.Fatal("kmsg reader is not an XIDs source")
+	for name, b := range backends {
+		_, isMetrics := b.(source.Metrics)
+		_, isXIDs := b.(source.XIDs)
+		_, isProcesses := b.(source.Processes)
+		switch {
+		case name == "kmsg" && !isXIDs:
+			t.Errorf("%s is not an XIDs source", name)
+		case name != "kmsg" && !isMetrics:
+			t.Errorf("%s is not a metrics source", name)
+		case name == "nvml" && !isProcesses:
+			t.Errorf("nvml cannot list GPU processes for Slurm attribution")
+		}
 	}
 }
