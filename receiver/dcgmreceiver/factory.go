@@ -95,11 +95,7 @@ func (f *factory) get(set receiver.Settings, cfg *Config) (*sharedReceiver, erro
 }
 
 func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-	c, ok := cfg.(*Config)
-	if !ok {
-		return nil, errConfigNotDCGM
-	}
-	s, err := f.get(set, c)
+	s, err := f.getConfig(set, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -108,16 +104,20 @@ func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg co
 }
 
 func (f *factory) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	c, ok := cfg.(*Config)
-	if !ok {
-		return nil, errConfigNotDCGM
-	}
-	s, err := f.get(set, c)
+	s, err := f.getConfig(set, cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.r.nextLogs = next
 	return s, nil
+}
+
+func (f *factory) getConfig(set receiver.Settings, cfg component.Config) (*sharedReceiver, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, errConfigNotDCGM
+	}
+	return f.get(set, c)
 }
 
 // Start starts the receiver the first time any of its pipelines starts.

@@ -41,13 +41,7 @@ type logsBuilder struct {
 // what the source knew) owned by o.
 func (b *logsBuilder) xidLogs(ev model.XIDEvent, gpu model.GPU, o model.Owner, observed time.Time) plog.Logs {
 	entry := b.xids.Lookup(ev.Code)
-	ld := plog.NewLogs()
-	rl := ld.ResourceLogs().AppendEmpty()
-	b.putGPUResource(rl.Resource().Attributes(), gpu, o)
-	sl := rl.ScopeLogs().AppendEmpty()
-	sl.Scope().SetName(metadata.ScopeName)
-	sl.Scope().SetVersion(b.version)
-	lr := sl.LogRecords().AppendEmpty()
+	ld, lr := b.newRecord(gpu, o)
 	lr.SetTimestamp(pcommon.NewTimestampFromTime(ev.Time))
 	lr.SetObservedTimestamp(pcommon.NewTimestampFromTime(observed))
 	lr.SetSeverityNumber(entry.Severity.OTel())
@@ -74,13 +68,7 @@ func (b *logsBuilder) xidLogs(ev model.XIDEvent, gpu model.GPU, o model.Owner, o
 // unresponsiveLogs reports a GPU whose driver calls stopped (or resumed)
 // returning: the correlator treats a hang like an XID 79.
 func (b *logsBuilder) unresponsiveLogs(gpu model.GPU, o model.Owner, hung bool, at time.Time) plog.Logs {
-	ld := plog.NewLogs()
-	rl := ld.ResourceLogs().AppendEmpty()
-	b.putGPUResource(rl.Resource().Attributes(), gpu, o)
-	sl := rl.ScopeLogs().AppendEmpty()
-	sl.Scope().SetName(metadata.ScopeName)
-	sl.Scope().SetVersion(b.version)
-	lr := sl.LogRecords().AppendEmpty()
+	ld, lr := b.newRecord(gpu, o)
 	ts := pcommon.NewTimestampFromTime(at)
 	lr.SetTimestamp(ts)
 	lr.SetObservedTimestamp(ts)
@@ -97,6 +85,17 @@ func (b *logsBuilder) unresponsiveLogs(gpu model.GPU, o model.Owner, hung bool, 
 		lr.Body().SetStr(fmt.Sprintf("GPU %d %s answers driver calls again", gpu.Index, gpuLabel(gpu)))
 	}
 	return ld
+}
+
+// newRecord returns logs holding one empty record on the GPU's resource.
+func (b *logsBuilder) newRecord(gpu model.GPU, o model.Owner) (plog.Logs, plog.LogRecord) {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	b.putGPUResource(rl.Resource().Attributes(), gpu, o)
+	sl := rl.ScopeLogs().AppendEmpty()
+	sl.Scope().SetName(metadata.ScopeName)
+	sl.Scope().SetVersion(b.version)
+	return ld, sl.LogRecords().AppendEmpty()
 }
 
 func (b *logsBuilder) putGPUResource(res pcommon.Map, g model.GPU, o model.Owner) {

@@ -180,13 +180,9 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 	om := &otelMetrics{ms: ms, byKey: make(map[string]pmetric.NumberDataPointSlice, len(pointsPerMetric)+2)}
 	gk := gpuKey(g)
 	for _, v := range s.Values {
-		f, ok := model.FieldByID(v.Field)
-		if !ok || f.Kind == model.Label || isSentinel(v) {
+		f, ts, ok := measurement(v, now)
+		if !ok {
 			continue
-		}
-		ts := now
-		if !v.Time.IsZero() {
-			ts = pcommon.NewTimestampFromTime(v.Time)
 		}
 		if f.ID == model.FieldClocksEventReasons {
 			b.throttleReasons(om, v, ts)
@@ -258,13 +254,9 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 	gk := gpuKey(g)
 	ms.EnsureCapacity(len(s.Values) + 2)
 	for _, v := range s.Values {
-		f, ok := model.FieldByID(v.Field)
-		if !ok || f.Kind == model.Label || isSentinel(v) {
+		f, ts, ok := measurement(v, now)
+		if !ok {
 			continue
-		}
-		ts := now
-		if !v.Time.IsZero() {
-			ts = pcommon.NewTimestampFromTime(v.Time)
 		}
 		m := ms.AppendEmpty()
 		m.SetName(f.Name)
@@ -307,6 +299,19 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
 	dp.SetTimestamp(now)
 	dp.SetIntValue(boolInt(s.Unresponsive))
+}
+
+// measurement returns the field and timestamp of a value that becomes a
+// data point; ok is false for unknown fields, labels and sentinels.
+func measurement(v model.Value, now pcommon.Timestamp) (f *model.Field, ts pcommon.Timestamp, ok bool) {
+	f, ok = model.FieldByID(v.Field)
+	if !ok || f.Kind == model.Label || isSentinel(v) {
+		return nil, 0, false
+	}
+	if v.Time.IsZero() {
+		return f, now, true
+	}
+	return f, pcommon.NewTimestampFromTime(v.Time), true
 }
 
 // isSentinel is a last line of defence: sources already drop DCGM's blank
