@@ -16,6 +16,9 @@ STATICCHECK := $(TOOLS_BIN)/staticcheck
 # go.sum pins it.
 export GONOSUMDB := github.com/NVIDIA/go-dcgm
 export CGO_ENABLED := 1
+# go-nvml's headers mark NVML 12 calls deprecated in NVML 13; they still
+# exist, and the source checks each symbol before calling it.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 # Everything a collector binary is compiled from; a change to any of these
 # rebuilds the binaries, no change leaves them alone.

@@ -55,10 +55,34 @@ const (
 	AttrProcessPID       = "process.pid"
 	AttrProcessName      = "process.executable.name"
 
-	// Training (filled in by later components).
-	AttrTrainingJobID = "training.job.id"
-	AttrTrainingRank  = "training.rank"
-	AttrIterationStep = "iteration.step"
+	// Training (the training-script contract, docs/training-scripts.md).
+	AttrTrainingJobID     = "training.job.id"
+	AttrTrainingRank      = "training.rank"
+	AttrTrainingWorldSize = "training.world_size"
+	AttrIterationStep     = "iteration.step"
+
+	// NCCL collectives (ncclflightreceiver).
+	AttrNCCLCollectiveSeq = "nccl.collective.seq"
+	AttrNCCLP2PSeq        = "nccl.p2p.seq"
+	AttrNCCLOpID          = "nccl.op_id"
+	AttrNCCLRecordID      = "nccl.record_id"
+	AttrNCCLCollective    = "nccl.collective" // all_reduce, AllReduce, send, ...
+	AttrNCCLPGID          = "nccl.pg.id"
+	AttrNCCLPGName        = "nccl.pg.name"
+	AttrNCCLPGDesc        = "nccl.pg.desc"
+	AttrNCCLCommID        = "nccl.comm.id"
+	AttrNCCLMessageBytes  = "nccl.message.bytes"
+	AttrNCCLDtypes        = "nccl.dtypes"
+	AttrNCCLState         = "nccl.state" // scheduled | started | completed
+	AttrNCCLTimeoutMs     = "nccl.timeout_ms"
+	AttrNCCLP2PPeer       = "nccl.p2p.peer"
+	AttrNCCLTimingSource  = "nccl.timing_source"
+	AttrNCCLBusBandwidth  = "nccl.bus_bandwidth" // GB/s
+	AttrNCCLAlgoBandwidth = "nccl.algo_bandwidth"
+	AttrNCCLSource        = "nccl.source"  // flight_recorder | inspector | ras
+	AttrNCCLFinding       = "nccl.finding" // hang | mismatch | straggler | ...
+	AttrNCCLFindingKey    = "nccl.finding.key"
+	EventNCCLFinding      = "nccl.finding"
 )
 
 // Values of network.io.direction.

@@ -36,6 +36,31 @@ type api interface {
 	// ValuesSince reads every sample stored since the given time and
 	// returns the time to pass next (dcgmGetValuesSince_v2).
 	ValuesSince(gpuGroup, fieldGroup handle, since time.Time) ([]fieldValue, time.Time, error)
+
+	// MIGHierarchy lists the MIG GPU instances of every GPU in MIG mode
+	// (dcgmGetGpuInstanceHierarchy), with their compute instances and
+	// profile names; none when no GPU has MIG on.
+	MIGHierarchy() ([]gpuInstance, error)
+	// CreateGPUInstanceGroup makes a group of MIG GPU instances (DCGM_FE_GPU_I
+	// entities, by entity id): watched like a GPU group.
+	CreateGPUInstanceGroup(name string, gpuInstances []uint) (handle, error)
+	// GPUInstanceValues reads the latest cached value of each field of each
+	// GPU instance (dcgmEntitiesGetLatestValues); fieldValue.GPU holds the
+	// GPU instance's entity id.
+	GPUInstanceValues(gpuInstances []uint, fields []model.FieldID) ([]fieldValue, error)
+}
+
+// gpuInstance is one MIG GPU instance as DCGM's hierarchy lists it.
+type gpuInstance struct {
+	Entity uint // DCGM's DCGM_FE_GPU_I entity id: what groups and reads name
+	GPU    uint // the parent's DCGM GPU id
+	// InstanceID is NVML's GPU instance id: dcgm-exporter's GPU_I_ID.
+	InstanceID uint
+	// ComputeInstanceIDs are NVML's ids of its compute instances.
+	ComputeInstanceIDs []uint
+	// Profile is the instance's DCGM_FI_DEV_NAME, e.g. "1g.10gb"
+	// (dcgm-exporter's GPU_I_PROFILE); empty when DCGM did not say.
+	Profile string
 }
 
 // handle is an opaque DCGM field-group or GPU-group handle.
@@ -61,9 +86,10 @@ const (
 	fieldTypeInt64  byte = 'i'
 )
 
-// fieldValue is one sample of one field of one GPU.
+// fieldValue is one sample of one field of one GPU (or, read with
+// GPUInstanceValues, of one MIG GPU instance).
 type fieldValue struct {
-	GPU    uint
+	GPU    uint // the DCGM GPU id, or the GPU instance's entity id
 	Field  model.FieldID
 	Type   byte // fieldTypeDouble, fieldTypeInt64, or another DCGM type the receiver ignores
 	Status int  // a DCGM_ST_* code; anything but 0 means there is no value

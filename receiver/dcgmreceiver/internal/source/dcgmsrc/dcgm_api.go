@@ -110,12 +110,24 @@ func (dcgmAPI) DestroyFieldGroup(fg handle) error {
 }
 
 func (dcgmAPI) CreateGPUGroup(name string, gpus []uint) (handle, error) {
+	return createGroup(name, gpus, dcgm.AddToGroup)
+}
+
+func (dcgmAPI) CreateGPUInstanceGroup(name string, gpuInstances []uint) (handle, error) {
+	return createGroup(name, gpuInstances, func(g dcgm.GroupHandle, id uint) error {
+		return dcgm.AddEntityToGroup(g, dcgm.FE_GPU_I, id)
+	})
+}
+
+// createGroup makes a group of the entities add puts in, removing it again
+// if one cannot be added.
+func createGroup(name string, ids []uint, add func(dcgm.GroupHandle, uint) error) (handle, error) {
 	g, err := dcgm.CreateGroup(name)
 	if err != nil {
 		return 0, wrapErr(err)
 	}
-	for _, gpu := range gpus {
-		if err := dcgm.AddToGroup(g, gpu); err != nil {
+	for _, id := range ids {
+		if err := add(g, id); err != nil {
 			_ = dcgm.DestroyGroup(g)
 			return 0, wrapErr(err)
 		}
@@ -177,4 +189,76 @@ func (dcgmAPI) ValuesSince(g, fg handle, since time.Time) ([]fieldValue, time.Ti
 		out = append(out, fv)
 	}
 	return out, next, nil
+}
+
+func (dcgmAPI) MIGHierarchy() ([]gpuInstance, error) {
+	h, err := dcgm.GetGPUInstanceHierarchy()
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	entries := h.EntityList[:min(h.Count, uint(len(h.EntityList)))]
+	var out []gpuInstance
+	byEntity := map[uint]int{}
+	for _, e := range entries {
+		if e.Entity.EntityGroupId == dcgm.FE_GPU_I && e.Parent.EntityGroupId == dcgm.FE_GPU {
+			byEntity[e.Entity.EntityId] = len(out)
+			out = append(out, gpuInstance{Entity: e.Entity.EntityId, GPU: e.Parent.EntityId, InstanceID: e.Info.NvmlInstanceId})
+		}
+	}
+	for _, e := range entries {
+		if i, ok := byEntity[e.Parent.EntityId]; ok && e.Entity.EntityGroupId == dcgm.FE_GPU_CI && e.Parent.EntityGroupId == dcgm.FE_GPU_I {
+			out[i].ComputeInstanceIDs = append(out[i].ComputeInstanceIDs, e.Info.NvmlComputeInstanceId)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil // go-dcgm would index an empty entity list
+	}
+	// A GPU instance's DCGM_FI_DEV_NAME is its profile, as dcgm-exporter
+	// reads it. Without it the instances are still told apart by their
+	// ids, so a failed read leaves the profiles empty.
+	entities := make([]dcgm.GroupEntityPair, len(out))
+	for i, gi := range out {
+		entities[i] = dcgm.GroupEntityPair{EntityGroupId: dcgm.FE_GPU_I, EntityId: gi.Entity}
+	}
+	names, err := dcgm.EntitiesGetLatestValues(entities, []dcgm.Short{dcgm.DCGM_FI_DEV_NAME}, dcgm.DCGM_FV_FLAG_LIVE_DATA)
+	if err != nil {
+		return out, nil
+	}
+	for _, v := range names {
+		i, ok := byEntity[v.EntityID]
+		if !ok || v.EntityGroupId != dcgm.FE_GPU_I || v.Status != 0 || v.FieldType != dcgm.DCGM_FT_STRING {
+			continue
+		}
+		out[i].Profile = migProfile(v.String())
+	}
+	return out, nil
+}
+
+func (dcgmAPI) GPUInstanceValues(gpuInstances []uint, fields []model.FieldID) ([]fieldValue, error) {
+	if len(gpuInstances) == 0 || len(fields) == 0 {
+		return nil, nil // go-dcgm would index an empty slice
+	}
+	entities := make([]dcgm.GroupEntityPair, len(gpuInstances))
+	for i, id := range gpuInstances {
+		entities[i] = dcgm.GroupEntityPair{EntityGroupId: dcgm.FE_GPU_I, EntityId: id}
+	}
+	raw, err := dcgm.EntitiesGetLatestValues(entities, toShorts(fields), 0)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	out := make([]fieldValue, 0, len(raw))
+	for _, v := range raw {
+		if v.EntityGroupId != dcgm.FE_GPU_I {
+			continue
+		}
+		fv := fieldValue{GPU: v.EntityID, Field: model.FieldID(v.FieldID), Type: byte(v.FieldType), Status: v.Status, TS: v.TS}
+		switch v.FieldType {
+		case dcgm.DCGM_FT_INT64:
+			fv.Int = v.Int64()
+		case dcgm.DCGM_FT_DOUBLE:
+			fv.Float = v.Float64()
+		}
+		out = append(out, fv)
+	}
+	return out, nil
 }

@@ -50,7 +50,18 @@ func TestRealDCGMCollect(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	require.NotEmpty(t, snap.GPUs, "DCGM lists no GPU")
+	var parent model.GPU
 	for _, gpu := range snap.GPUs {
+		if gpu.GPU.MIG != nil {
+			// A MIG instance follows its GPU and carries its identity.
+			t.Logf("  MIG GI %d CI %d %q: %d values", gpu.GPU.MIG.GPUInstanceID, gpu.GPU.MIG.ComputeInstanceID, gpu.GPU.MIG.Profile, len(gpu.Values))
+			id := gpu.GPU
+			id.MIG = nil
+			assert.Equal(t, parent, id)
+			assert.False(t, gpu.Unresponsive)
+			continue
+		}
+		parent = gpu.GPU
 		t.Logf("GPU %d %s %s %s driver %s: %d values", gpu.GPU.Index, gpu.GPU.UUID, gpu.GPU.Model, gpu.GPU.PCIBusID, gpu.GPU.DriverVersion, len(gpu.Values))
 		assert.False(t, gpu.Unresponsive)
 		assert.Regexp(t, `^GPU-`, gpu.GPU.UUID)
@@ -113,4 +124,41 @@ func TestRealDCGMAPI(t *testing.T) {
 	_, _, err = a.ValuesSince(g, fg, time.Now().Add(-time.Minute))
 	require.NoError(t, err)
 	require.NoError(t, a.Unwatch(fg, g))
+
+	// MIG: the hierarchy answers (empty without MIG); GPU instances, if
+	// any, can be grouped, watched and read.
+	instances, err := a.MIGHierarchy()
+	require.NoError(t, err)
+	t.Logf("%d MIG GPU instances", len(instances))
+	entities := make([]uint, len(instances))
+	for i, gi := range instances {
+		t.Logf("  GPU %d: entity %d, GI %d, CIs %v, profile %q", gi.GPU, gi.Entity, gi.InstanceID, gi.ComputeInstanceIDs, gi.Profile)
+		assert.Contains(t, ids, gi.GPU)
+		entities[i] = gi.Entity
+	}
+	if len(instances) == 0 {
+		return
+	}
+	fb := []model.FieldID{model.FieldFBTotal, model.FieldFBUsed}
+	migFG, err := a.CreateFieldGroup("otelcolgpu_gpu_test_mig", fb)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, a.DestroyFieldGroup(migFG)) }()
+	mg, err := a.CreateGPUInstanceGroup("otelcolgpu_gpu_test_mig", entities)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, a.DestroyGPUGroup(mg)) }()
+	require.NoError(t, a.Watch(migFG, mg, time.Second, 0, 1))
+	defer func() { assert.NoError(t, a.Unwatch(migFG, mg)) }()
+	var migValues []fieldValue
+	require.Eventually(t, func() bool { // the first sample comes with DCGM's next update
+		migValues, err = a.GPUInstanceValues(entities, fb)
+		require.NoError(t, err)
+		_, ok := migValues[0].toModel()
+		return ok
+	}, 10*time.Second, 200*time.Millisecond)
+	require.Len(t, migValues, len(entities)*len(fb))
+	for _, v := range migValues {
+		assert.Contains(t, entities, v.GPU)
+		mv, ok := v.toModel()
+		t.Logf("  entity %d field %d: %+v (ok %v)", v.GPU, v.Field, mv, ok)
+	}
 }

@@ -39,3 +39,10 @@ func (noCgoAPI) LatestValues(uint, []model.FieldID) ([]fieldValue, error) {
 func (noCgoAPI) ValuesSince(handle, handle, time.Time) ([]fieldValue, time.Time, error) {
 	return nil, time.Time{}, errNoCgo
 }
+func (noCgoAPI) MIGHierarchy() ([]gpuInstance, error) { return nil, errNoCgo }
+func (noCgoAPI) CreateGPUInstanceGroup(string, []uint) (handle, error) {
+	return 0, errNoCgo
+}
+func (noCgoAPI) GPUInstanceValues([]uint, []model.FieldID) ([]fieldValue, error) {
+	return nil, errNoCgo
+}

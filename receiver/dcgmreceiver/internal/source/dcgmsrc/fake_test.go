@@ -2,8 +2,10 @@ package dcgmsrc
 
 import (
 	"bufio"
+	"encoding/xml"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +31,10 @@ import (
 // DCGM_ST_NOT_WATCHED; a field a GPU model does not support reads as DCGM's
 // not-supported sentinel; GetValuesSince returns every stored sample at or
 // after the since-time. Values and per-model support come from testdata.
+// A GPU may have MIG GPU instances (DCGM_FE_GPU_I entities): listed by the
+// hierarchy, grouped and watched like GPUs, and measuring only what their
+// values hold (framebuffer and profiling fields); every other field of an
+// instance reads blank.
 
 const (
 	modelL4   = "google-otelopscol-dcgmreceiver_supported-fields_NVIDIA_L4.yaml"
@@ -37,6 +43,7 @@ const (
 	modelH100 = "google-otelopscol-dcgmreceiver_supported-fields_NVIDIA_H100_80GB_HBM3.yaml"
 	l4Scrape  = "cncf-k8s-ai-conformance_kops_NVIDIA-L4_dcgm-exporter-metrics.prom"
 	snippet   = "dcgm-exporter_README_quickstart-metrics-snippet.prom"
+	a100MIG   = "telegraf_nvidia-smi-q-x_A100-SXM4-80GB.xml"
 )
 
 // Messages as DCGM's errorString() writes them; go-dcgm wraps them in
@@ -160,6 +167,88 @@ type fakeGPU struct {
 	supported   map[model.FieldID]bool // fields the model lists as supported
 	unsupported map[model.FieldID]bool // fields it lists as unsupported
 	values      map[model.FieldID]fieldValue
+	migs        []*fakeGPUInstance // MIG GPU instances; none: MIG off
+}
+
+// fakeGPUInstance is one MIG GPU instance.
+type fakeGPUInstance struct {
+	entity     uint // DCGM's entity id, unique on the host
+	instanceID uint
+	computeIDs []uint
+	profile    string
+	values     map[model.FieldID]fieldValue // what DCGM measures for it
+}
+
+// smiLog is the part of `nvidia-smi -q -x` the fake uses.
+type smiLog struct {
+	Driver string `xml:"driver_version"`
+	GPUs   []struct {
+		BusID   string `xml:"id,attr"`
+		Product string `xml:"product_name"`
+		UUID    string `xml:"uuid"`
+		MIGMode string `xml:"mig_mode>current_mig"`
+		FB      smiFB  `xml:"fb_memory_usage"`
+		MIGs    []struct {
+			GPUInstance     uint  `xml:"gpu_instance_id"`
+			ComputeInstance uint  `xml:"compute_instance_id"`
+			FB              smiFB `xml:"fb_memory_usage"`
+		} `xml:"mig_devices>mig_device"`
+	} `xml:"gpu"`
+}
+
+type smiFB struct {
+	Total string `xml:"total"` // "19968 MiB"
+	Used  string `xml:"used"`
+	Free  string `xml:"free"`
+}
+
+// values returns the framebuffer as DCGM reports it: int64 MiB.
+func (fb smiFB) values(t testing.TB) map[model.FieldID]fieldValue {
+	t.Helper()
+	out := map[model.FieldID]fieldValue{}
+	for id, text := range map[model.FieldID]string{model.FieldFBTotal: fb.Total, model.FieldFBUsed: fb.Used, model.FieldFBFree: fb.Free} {
+		mib, err := strconv.ParseInt(strings.TrimSuffix(text, " MiB"), 10, 64)
+		if err != nil {
+			t.Fatalf("framebuffer %q: %v", text, err)
+		}
+		out[id] = fieldValue{Type: fieldTypeInt64, Int: mib}
+	}
+	return out
+}
+
+// newFakeMIGGPU is the real A100 80GB of the nvidia-smi fixture, in MIG
+// mode with its four GPU instances: identity, framebuffers and instance ids
+// from the file, supported fields from the A100 list, other values from
+// the L4 scrape as for every fake GPU. Entity ids follow DCGM's numbering,
+// 8 per GPU (DCGM_MAX_INSTANCES_PER_GPU).
+func newFakeMIGGPU(t testing.TB, id uint) *fakeGPU {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", a100MIG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var smi smiLog
+	if err := xml.Unmarshal(raw, &smi); err != nil {
+		t.Fatal(err)
+	}
+	if len(smi.GPUs) != 1 || smi.GPUs[0].MIGMode != "Enabled" {
+		t.Fatalf("%s: want one GPU in MIG mode", a100MIG)
+	}
+	x := smi.GPUs[0]
+	g := newFakeGPU(t, id, modelA100)
+	g.info = deviceInfo{UUID: x.UUID, Model: x.Product, PCIBusID: x.BusID, DriverVersion: smi.Driver}
+	g.values = maps.Clone(g.values)
+	maps.Copy(g.values, x.FB.values(t))
+	for i, m := range x.MIGs {
+		g.migs = append(g.migs, &fakeGPUInstance{
+			entity:     id*8 + uint(i),
+			instanceID: m.GPUInstance,
+			computeIDs: []uint{m.ComputeInstance},
+			profile:    "1g.20gb", // inferred: see testdata/SOURCES.txt
+			values:     m.FB.values(t),
+		})
+	}
+	return g
 }
 
 // newFakeGPU is a GPU of the model that supportName describes, reading the
@@ -226,7 +315,10 @@ type fakeDCGM struct {
 	next        handle
 	fieldGroups map[handle][]model.FieldID
 	gpuGroups   map[handle][]uint
+	migGroups   map[handle][]uint // groups of GPU instances, by entity id
 	watches     map[[2]handle]watchParams
+	migErr      error        // what MIGHierarchy fails with
+	migReadErr  error        // what GPUInstanceValues fails with
 	xids        []fieldValue // nv-hostengine's stored XID samples
 	calls       []string
 }
@@ -243,6 +335,7 @@ func newFakeDCGM(t testing.TB, clock *fakeClock, gpus ...*fakeGPU) *fakeDCGM {
 func (f *fakeDCGM) resetObjects() {
 	f.fieldGroups = map[handle][]model.FieldID{}
 	f.gpuGroups = map[handle][]uint{}
+	f.migGroups = map[handle][]uint{}
 	f.watches = map[[2]handle]watchParams{}
 }
 
@@ -444,6 +537,7 @@ func (f *fakeDCGM) DestroyGPUGroup(g handle) error {
 		return err
 	}
 	delete(f.gpuGroups, g)
+	delete(f.migGroups, g)
 	return nil
 }
 
@@ -464,7 +558,8 @@ func (f *fakeDCGM) Watch(fg, g handle, every, keepAge time.Duration, keepSamples
 	}
 	fields, okF := f.fieldGroups[fg]
 	_, okG := f.gpuGroups[g]
-	if !okF || !okG {
+	_, okM := f.migGroups[g]
+	if !okF || (!okG && !okM) {
 		return &statusError{Code: -1, Msg: "bad group handle"}
 	}
 	if f.profBusyWatch && hasProfiling(fields) {
@@ -559,11 +654,115 @@ func (f *fakeDCGM) ValuesSince(g, fg handle, since time.Time) ([]fieldValue, tim
 	return out, next, nil
 }
 
+// MIGHierarchy lists every GPU instance, in no particular order (as DCGM's
+// hierarchy does not promise one).
+func (f *fakeDCGM) MIGHierarchy() ([]gpuInstance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("MIGHierarchy"); err != nil {
+		return nil, err
+	}
+	if f.migErr != nil {
+		return nil, f.migErr
+	}
+	var out []gpuInstance
+	for id, g := range f.gpus {
+		for _, m := range g.migs {
+			out = append(out, gpuInstance{Entity: m.entity, GPU: id, InstanceID: m.instanceID,
+				ComputeInstanceIDs: slices.Clone(m.computeIDs), Profile: m.profile})
+		}
+	}
+	return out, nil
+}
+
+// gpuInstance finds a GPU instance and its GPU. Callers hold f.mu.
+func (f *fakeDCGM) gpuInstance(entity uint) (uint, *fakeGPU, *fakeGPUInstance, bool) {
+	for id, g := range f.gpus {
+		for _, m := range g.migs {
+			if m.entity == entity {
+				return id, g, m, true
+			}
+		}
+	}
+	return 0, nil, nil, false
+}
+
+func (f *fakeDCGM) CreateGPUInstanceGroup(name string, entities []uint) (handle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("CreateGPUInstanceGroup"); err != nil {
+		return 0, err
+	}
+	for _, e := range entities {
+		if _, _, _, ok := f.gpuInstance(e); !ok {
+			return 0, &statusError{Code: -2, Msg: "Bad parameter passed to function"}
+		}
+	}
+	h := f.newHandle()
+	f.migGroups[h] = slices.Clone(entities)
+	return h, nil
+}
+
+// watchedOnInstance reports whether field is watched on a GPU instance.
+func (f *fakeDCGM) watchedOnInstance(entity uint, field model.FieldID) bool {
+	for key := range f.watches {
+		if slices.Contains(f.fieldGroups[key[0]], field) && slices.Contains(f.migGroups[key[1]], entity) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeDCGM) GPUInstanceValues(entities []uint, fields []model.FieldID) ([]fieldValue, error) {
+	f.mu.Lock()
+	parent, _, _, _ := f.gpuInstance(entities[0])
+	f.mu.Unlock()
+	f.waitIfHung(parent)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("GPUInstanceValues"); err != nil {
+		return nil, err
+	}
+	if f.migReadErr != nil {
+		return nil, f.migReadErr
+	}
+	if f.profBusyRead && hasProfiling(fields) {
+		return nil, &statusError{Code: stInUse, Msg: msgInUse}
+	}
+	now := f.clock.Now().UnixMicro()
+	var out []fieldValue
+	for _, e := range entities {
+		_, g, m, ok := f.gpuInstance(e)
+		if !ok {
+			out = append(out, fieldValue{GPU: e, Type: fieldTypeInt64, Int: model.Int64Blank + 1}) // NOT_FOUND
+			continue
+		}
+		for _, id := range fields {
+			v, known := m.values[id]
+			profiling := hasProfiling([]model.FieldID{id})
+			switch {
+			case profiling && !g.supported[id]:
+				v = fieldValue{Type: fieldTypeDouble, Float: model.Float64Blank + 2} // DCGM_FT_FP64_NOT_SUPPORTED
+			case !known && profiling:
+				v = fieldValue{Type: fieldTypeDouble, Float: model.Float64Blank}
+			case !known:
+				v = fieldValue{Type: fieldTypeInt64, Int: model.Int64Blank} // not measured per instance
+			}
+			v.GPU, v.Field, v.TS = e, id, now
+			if !f.watchedOnInstance(e, id) {
+				v = fieldValue{GPU: e, Field: id, Type: v.Type, Status: stNotWatched}
+			}
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
 // objects returns how many field groups, GPU groups and watches exist.
 func (f *fakeDCGM) objects() (fieldGroups, gpuGroups, watches int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.fieldGroups), len(f.gpuGroups), len(f.watches)
+	return len(f.fieldGroups), len(f.gpuGroups) + len(f.migGroups), len(f.watches)
 }
 
 // harness is a source wired to a fake DCGM, a fake clock and an observed

@@ -9,10 +9,14 @@
 // (fields dropped with one log line per GPU), a GPU whose calls hang
 // (reported Unresponsive, the others go on, Shutdown does not wait), and
 // DCGM's blank / not-supported sentinels (never emitted).
+//
+// MIG: each GPU instance of a GPU in MIG mode is a sample of its own, right
+// after its parent's (see mig.go).
 package dcgmsrc // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/dcgmsrc"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -108,6 +112,7 @@ type Source struct {
 	prof              profilingState
 	health            map[uint]gpuHealth
 	unsupportedLogged map[uint]bool
+	migFailing        map[uint]bool // GPUs whose MIG instances could not be read
 
 	xidMu sync.Mutex
 	xid   xidState
@@ -127,6 +132,7 @@ func New(conns *Connections, cfg Config, logger *zap.Logger) *Source {
 		id:                conns.newSourceID(),
 		health:            map[uint]gpuHealth{},
 		unsupportedLogged: map[uint]bool{},
+		migFailing:        map[uint]bool{},
 		xid:               newXIDState(),
 	}
 }
@@ -214,17 +220,37 @@ type genState struct {
 // used only inside the guard's calls for this GPU, which never overlap; mu
 // covers the fields Collect also reads.
 type gpuState struct {
-	id uint
+	id   uint
+	migs []migInstance // its MIG GPU instances, fixed for the generation
 
 	mu            sync.Mutex
 	info          model.GPU
 	infoKnown     bool
 	profKnown     bool
 	profSupported map[model.FieldID]bool
-	group         handle
-	hasGroup      bool
-	watched       map[handle]bool
-	profEpoch     int // the profiling epoch its profiling watches belong to
+	whole         watchGroup // the GPU itself
+	mig           watchGroup // its MIG GPU instances
+}
+
+// watchGroup is a DCGM group (of a GPU, or of its MIG GPU instances) and
+// the field groups watched on it. gpuState.mu covers it.
+type watchGroup struct {
+	group     handle
+	created   bool
+	watched   map[handle]bool
+	profEpoch int // the profiling epoch its profiling watches belong to
+}
+
+func newWatchGroup() watchGroup { return watchGroup{watched: map[handle]bool{}} }
+
+// take empties w, returning what it held so that it can be removed.
+func (w *watchGroup) take() (group handle, created bool, watched []handle) {
+	group, created = w.group, w.created
+	for fg := range w.watched {
+		watched = append(watched, fg)
+	}
+	*w = newWatchGroup()
+	return group, created, watched
 }
 
 func (g *gpuState) gpu() model.GPU {
@@ -294,25 +320,52 @@ func (s *Source) stateLocked(ctx context.Context, conn *Connection, gen uint64) 
 	if s.st != nil && s.st.gen == gen {
 		return s.st, nil
 	}
-	var ids []uint
+	var (
+		ids       []uint
+		instances []gpuInstance
+		migErr    error
+	)
 	err := s.guard.Do(ctx, "devices", s.cfg.CallTimeout, func() error {
-		return conn.do(gen, func(a api) error {
+		err := conn.do(gen, func(a api) error {
 			var err error
 			ids, err = a.SupportedDevices()
 			return err
 		})
+		if err != nil {
+			return err
+		}
+		// The MIG layout is read once per connection: changing it needs
+		// the GPU idle, and a reconnect reads it again.
+		migErr = conn.do(gen, func(a api) error {
+			var err error
+			instances, err = a.MIGHierarchy()
+			return err
+		})
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dcgmreceiver: dcgm: listing GPUs: %w", err)
 	}
+	if migErr != nil {
+		if isConnectionLost(migErr) {
+			return nil, fmt.Errorf("dcgmreceiver: dcgm: listing MIG instances: %w", migErr)
+		}
+		s.logger.Warn("Could not read DCGM's MIG hierarchy; reporting whole GPUs only until DCGM reconnects", zap.Error(migErr))
+	}
 	slices.Sort(ids)
 	st := &genState{gen: gen, fieldGroups: map[string]handle{}}
 	for _, id := range slices.Compact(ids) {
-		st.gpus = append(st.gpus, &gpuState{
-			id:      id,
-			info:    model.GPU{Index: int(id), Device: fmt.Sprintf("nvidia%d", id)},
-			watched: map[handle]bool{},
-		})
+		g := &gpuState{
+			id:    id,
+			migs:  migInstancesOf(id, instances),
+			info:  model.GPU{Index: int(id), Device: fmt.Sprintf("nvidia%d", id)},
+			whole: newWatchGroup(),
+			mig:   newWatchGroup(),
+		}
+		if len(g.migs) > 0 {
+			s.logger.Info("GPU is in MIG mode; reporting each GPU instance", zap.Uint("gpu", id), zap.Strings("mig_instances", migNames(g.migs)))
+		}
+		st.gpus = append(st.gpus, g)
 	}
 	s.st = st
 	return st, nil
@@ -354,6 +407,8 @@ type gpuResult struct {
 	profErr     error // the profiling fields could not be watched or read
 	profRead    bool  // profiling values were read
 	unsupported []model.FieldID
+	migValues   [][]model.Value // per gpuState.migs, once they were read
+	migErr      error           // the MIG instances could not be read
 }
 
 // Collect reads the fields of every GPU: one guarded call per GPU, all at
@@ -431,7 +486,14 @@ func (s *Source) Collect(ctx context.Context, fields []model.FieldID) (model.Sna
 			s.logger.Info("GPU does not support some profiling fields; leaving them out",
 				gpuFields(sample.GPU), zap.Strings("fields", fieldNames(r.unsupported)))
 		}
+		if len(g.migs) > 0 && callErrs[i] == nil && r.err == nil {
+			if isConnectionLost(r.migErr) {
+				return model.Snapshot{}, fmt.Errorf("dcgmreceiver: dcgm: reading the MIG instances of GPU %d: %w", g.id, r.migErr)
+			}
+			s.setMIGHealthLocked(sample.GPU, r.migErr)
+		}
 		snap.GPUs = append(snap.GPUs, sample)
+		snap.GPUs = append(snap.GPUs, migSamples(g, sample, r)...)
 	}
 	switch {
 	case profErr != nil:
@@ -443,12 +505,22 @@ func (s *Source) Collect(ctx context.Context, fields []model.FieldID) (model.Sna
 }
 
 // collectGPU runs inside the guard's call for g: it learns what it needs
-// about the GPU, makes sure its watches exist, and reads its values.
+// about the GPU, makes sure its watches exist, and reads its values, then
+// those of its MIG instances.
 func (s *Source) collectGPU(conn *Connection, st *genState, g *gpuState, req collectRequest) gpuResult {
+	r := s.collectWhole(conn, st, g, req)
+	if len(g.migs) > 0 && r.err == nil {
+		s.collectMIG(conn, st, g, req, &r)
+	}
+	return r
+}
+
+// collectWhole reads the GPU itself.
+func (s *Source) collectWhole(conn *Connection, st *genState, g *gpuState, req collectRequest) gpuResult {
 	var r gpuResult
 	gen := st.gen
 	g.mu.Lock()
-	infoKnown, profKnown, hasGroup, group := g.infoKnown, g.profKnown, g.hasGroup, g.group
+	infoKnown, profKnown := g.infoKnown, g.profKnown
 	g.mu.Unlock()
 
 	if !infoKnown {
@@ -483,54 +555,83 @@ func (s *Source) collectGPU(conn *Connection, st *genState, g *gpuState, req col
 		}
 	}
 
-	if !hasGroup {
-		err := conn.do(gen, func(a api) error {
-			var err error
-			group, err = a.CreateGPUGroup(s.objectName(gen, gpuKey(g.id), 0), []uint{g.id})
-			return err
-		})
-		if err != nil {
-			r.err = fmt.Errorf("creating the GPU group: %w", err)
-			return r
-		}
-		g.mu.Lock()
-		g.group, g.hasGroup = group, true
-		g.mu.Unlock()
+	err := ensureGroup(conn, gen, g, &g.whole, func(a api) (handle, error) {
+		return a.CreateGPUGroup(s.objectName(gen, gpuKey(g.id), 0), []uint{g.id})
+	})
+	if err != nil {
+		r.err = fmt.Errorf("creating the GPU group: %w", err)
+		return r
 	}
 
 	if len(req.device) > 0 {
-		values, err := s.watchAndRead(conn, st, g, req.device, s.cfg.CollectionInterval, false, req.profEpoch)
+		raw, err := s.watchAndRead(conn, st, g, &g.whole, req.device, s.cfg.CollectionInterval, false, req.profEpoch,
+			func(a api) ([]fieldValue, error) { return a.LatestValues(g.id, req.device) })
 		if err != nil {
 			r.err = err
 			return r
 		}
-		r.values = values
+		r.values = modelValues(raw)
 	}
 
 	if len(req.profiling) == 0 || !profKnown {
 		return r
 	}
-	g.mu.Lock()
 	var fields []model.FieldID
-	for _, f := range req.profiling {
-		if g.profSupported[f] {
-			fields = append(fields, f)
-		} else {
-			r.unsupported = append(r.unsupported, f)
-		}
-	}
-	g.mu.Unlock()
+	fields, r.unsupported = g.profilingFields(req.profiling)
 	if !req.profilingOn || len(fields) == 0 {
 		return r
 	}
-	values, err := s.watchAndRead(conn, st, g, fields, s.cfg.ProfilingInterval, true, req.profEpoch)
+	raw, err := s.watchAndRead(conn, st, g, &g.whole, fields, s.cfg.ProfilingInterval, true, req.profEpoch,
+		func(a api) ([]fieldValue, error) { return a.LatestValues(g.id, fields) })
 	if err != nil {
 		r.profErr = err
 		return r
 	}
-	r.values = append(r.values, values...)
+	r.values = append(r.values, modelValues(raw)...)
 	r.profRead = true
 	return r
+}
+
+// profilingFields splits the requested profiling fields into those g
+// supports and those it does not; none is supported until it is known.
+func (g *gpuState) profilingFields(requested []model.FieldID) (supported, unsupported []model.FieldID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.profKnown {
+		return nil, nil
+	}
+	for _, f := range requested {
+		if g.profSupported[f] {
+			supported = append(supported, f)
+		} else {
+			unsupported = append(unsupported, f)
+		}
+	}
+	return supported, unsupported
+}
+
+// ensureGroup creates w's DCGM group, once per generation. It runs inside
+// the guard's call for g.
+func ensureGroup(conn *Connection, gen uint64, g *gpuState, w *watchGroup, create func(api) (handle, error)) error {
+	g.mu.Lock()
+	created := w.created
+	g.mu.Unlock()
+	if created {
+		return nil
+	}
+	var group handle
+	err := conn.do(gen, func(a api) error {
+		var err error
+		group, err = create(a)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	w.group, w.created = group, true
+	g.mu.Unlock()
+	return nil
 }
 
 // readDeviceInfo fills in g's identity. It runs inside the guard's call
@@ -552,17 +653,18 @@ func readDeviceInfo(conn *Connection, gen uint64, g *gpuState) error {
 	return nil
 }
 
-// watchAndRead watches fields on g (once per generation, or per profiling
-// epoch) and reads their latest values. For profiling fields, a value whose
-// status says the counters are taken is an error: the caller backs off.
-func (s *Source) watchAndRead(conn *Connection, st *genState, g *gpuState, fields []model.FieldID, every time.Duration, profiling bool, epoch int) ([]model.Value, error) {
+// watchAndRead watches fields on w's group (once per generation, or per
+// profiling epoch) and reads their latest values with read. For profiling
+// fields, a value whose status says the counters are taken is an error: the
+// caller backs off.
+func (s *Source) watchAndRead(conn *Connection, st *genState, g *gpuState, w *watchGroup, fields []model.FieldID, every time.Duration, profiling bool, epoch int, read func(api) ([]fieldValue, error)) ([]fieldValue, error) {
 	fg, err := s.fieldGroup(conn, st, fields)
 	if err != nil {
 		return nil, err
 	}
 	g.mu.Lock()
-	watched := g.watched[fg] && (!profiling || g.profEpoch == epoch)
-	group := g.group
+	watched := w.watched[fg] && (!profiling || w.profEpoch == epoch)
+	group := w.group
 	g.mu.Unlock()
 	if !watched {
 		err := conn.do(st.gen, func(a api) error {
@@ -573,38 +675,45 @@ func (s *Source) watchAndRead(conn *Connection, st *genState, g *gpuState, field
 			return nil, fmt.Errorf("watching fields %s: %w", fieldsKey(fields), err)
 		}
 		g.mu.Lock()
-		g.watched[fg] = true
+		w.watched[fg] = true
 		if profiling {
-			g.profEpoch = epoch
+			w.profEpoch = epoch
 		}
 		g.mu.Unlock()
 	}
 	var raw []fieldValue
 	err = conn.do(st.gen, func(a api) error {
 		var err error
-		raw, err = a.LatestValues(g.id, fields)
+		raw, err = read(a)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading fields %s: %w", fieldsKey(fields), err)
 	}
-	values := make([]model.Value, 0, len(raw))
 	for _, v := range raw {
 		if v.Status == stNotWatched {
 			// DCGM dropped the watch (profiling does when another
 			// profiler takes the counters): watch again next time.
 			g.mu.Lock()
-			delete(g.watched, fg)
+			delete(w.watched, fg)
 			g.mu.Unlock()
 		}
 		if profiling && (v.Status == stNotWatched || isProfilingRefused(&statusError{Code: v.Status})) {
 			return nil, fmt.Errorf("reading field %d: %w", v.Field, &statusError{Code: v.Status, Msg: "profiling counters unavailable"})
 		}
+	}
+	return raw, nil
+}
+
+// modelValues keeps the readings among raw (see fieldValue.toModel).
+func modelValues(raw []fieldValue) []model.Value {
+	values := make([]model.Value, 0, len(raw))
+	for _, v := range raw {
 		if mv, ok := v.toModel(); ok {
 			values = append(values, mv)
 		}
 	}
-	return values, nil
+	return values
 }
 
 // profilingRefusedLocked backs profiling off after DCGM refused it, saying
@@ -684,22 +793,21 @@ func (s *Source) removeDCGMObjects(ctx context.Context, conn *Connection) {
 		wg.Go(func() {
 			_ = s.guard.Do(ctx, gpuKey(g.id), s.cfg.CallTimeout, func() error {
 				g.mu.Lock()
-				group, hasGroup := g.group, g.hasGroup
-				watched := make([]handle, 0, len(g.watched))
-				for fg := range g.watched {
-					watched = append(watched, fg)
-				}
-				g.hasGroup, g.watched = false, map[handle]bool{}
+				wholeGroup, wholeCreated, wholeWatched := g.whole.take()
+				migGroup, migCreated, migWatched := g.mig.take()
 				g.mu.Unlock()
-				if !hasGroup {
-					return nil
-				}
-				return conn.do(st.gen, func(a api) error {
-					for _, fg := range watched {
-						_ = a.Unwatch(fg, group)
+				remove := func(group handle, created bool, watched []handle) error {
+					if !created {
+						return nil
 					}
-					return a.DestroyGPUGroup(group)
-				})
+					return conn.do(st.gen, func(a api) error {
+						for _, fg := range watched {
+							_ = a.Unwatch(fg, group)
+						}
+						return a.DestroyGPUGroup(group)
+					})
+				}
+				return errors.Join(remove(wholeGroup, wholeCreated, wholeWatched), remove(migGroup, migCreated, migWatched))
 			})
 		})
 	}
