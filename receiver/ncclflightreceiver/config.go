@@ -1,0 +1,109 @@
+package ncclflightreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver"
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+)
+
+// Config is the configuration of the ncclflight receiver. Each input is
+// optional; at least one must be on.
+type Config struct {
+	FlightRecorder FlightRecorderConfig `mapstructure:"flight_recorder"`
+	Inspector      InspectorConfig      `mapstructure:"inspector"`
+	RAS            RASConfig            `mapstructure:"ras"`
+
+	// JobID is training.job.id on everything emitted (and part of every
+	// finding's deduplication key); default empty.
+	JobID string `mapstructure:"job_id"`
+	// Storage is a storage extension (e.g. file_storage) that remembers
+	// what was read, so a restart does not emit it again. Without one, the
+	// receiver remembers in memory only.
+	Storage *component.ID `mapstructure:"storage"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// FlightRecorderConfig watches PyTorch flight recorder dumps.
+type FlightRecorderConfig struct {
+	// Directories to watch; empty turns the input off.
+	Directories []string `mapstructure:"directories"`
+	// Patterns of dump file names. The rank is the trailing digits of the
+	// name (users put host names in the prefix).
+	Patterns []string `mapstructure:"patterns"`
+	// Rank for dumps whose names carry none (TORCH_FR_DUMP_DYNAMIC_FILE_NAME);
+	// -1: unknown.
+	Rank int `mapstructure:"rank"`
+	// RescanInterval lists the directories in full (default 10s) besides
+	// file notifications.
+	RescanInterval time.Duration `mapstructure:"rescan_interval"`
+	// SettleTime: a dump is complete once unchanged this long (default 1s).
+	SettleTime time.Duration `mapstructure:"settle_time"`
+	// MaxFileSize caps a dump's size (default 64 MiB); bigger ones are skipped.
+	MaxFileSize int64 `mapstructure:"max_file_size"`
+	// IncompleteAfter: a collective seen scheduled or started is emitted as
+	// not completed once no newer dump of its rank completed it for this
+	// long (default 2m).
+	IncompleteAfter time.Duration `mapstructure:"incomplete_after"`
+}
+
+// InspectorConfig tails NCCL inspector plugin output.
+type InspectorConfig struct {
+	// Directories holding <hostname>-pid<pid>.log files; empty turns it off.
+	Directories []string `mapstructure:"directories"`
+	// PollInterval between reads of growing files (default 1s).
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+}
+
+// RASConfig polls NCCL's RAS service (off unless an endpoint is set).
+type RASConfig struct {
+	// Endpoint is host:port, e.g. localhost:28028; empty: off.
+	Endpoint string `mapstructure:"endpoint"`
+	// Interval between STATUS requests (default 30s).
+	Interval time.Duration `mapstructure:"interval"`
+	// Timeout of one request (default 5s).
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// Validate checks the configuration; messages name the key and the value.
+func (cfg *Config) Validate() error {
+	var errs []error
+	fr := cfg.FlightRecorder
+	if len(fr.Directories) == 0 && len(cfg.Inspector.Directories) == 0 && cfg.RAS.Endpoint == "" {
+		errs = append(errs, errors.New("no input: set flight_recorder::directories, inspector::directories or ras::endpoint"))
+	}
+	for i, p := range fr.Patterns {
+		if _, err := filepath.Match(p, ""); err != nil || p == "" {
+			errs = append(errs, fmt.Errorf("flight_recorder::patterns[%d]: %q is not a valid pattern", i, p))
+		}
+	}
+	if len(fr.Directories) > 0 && len(fr.Patterns) == 0 {
+		errs = append(errs, errors.New("flight_recorder::patterns: must not be empty"))
+	}
+	for name, d := range map[string]time.Duration{
+		"flight_recorder::rescan_interval": fr.RescanInterval, "flight_recorder::settle_time": fr.SettleTime,
+		"flight_recorder::incomplete_after": fr.IncompleteAfter, "inspector::poll_interval": cfg.Inspector.PollInterval,
+		"ras::interval": cfg.RAS.Interval, "ras::timeout": cfg.RAS.Timeout,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", name, d))
+		}
+	}
+	if fr.MaxFileSize <= 0 {
+		errs = append(errs, fmt.Errorf("flight_recorder::max_file_size: must be greater than 0, got %d", fr.MaxFileSize))
+	}
+	if fr.Rank < -1 {
+		errs = append(errs, fmt.Errorf("flight_recorder::rank: %d is not a rank (-1 for unknown)", fr.Rank))
+	}
+	if cfg.RAS.Endpoint != "" {
+		if _, _, err := net.SplitHostPort(cfg.RAS.Endpoint); err != nil {
+			errs = append(errs, fmt.Errorf("ras::endpoint: %q is not host:port", cfg.RAS.Endpoint))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,791 @@
+package frdump // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
+)
+
+// Options bounds the work of one Parse. The zero value means the defaults.
+type Options struct {
+	// MaxBytes caps the size of a dump in either form (default 64 MiB).
+	MaxBytes int
+	// Pickle holds the pickle decoder's other limits; its MaxInputBytes is
+	// replaced by MaxBytes.
+	Pickle pickle.Options
+}
+
+func (o Options) maxBytes() int {
+	if o.MaxBytes <= 0 {
+		return pickle.DefaultMaxInputBytes
+	}
+	return o.MaxBytes
+}
+
+// ErrUnknownFormat: the input starts with neither a pickle PROTO opcode
+// (0x80) nor, after white space, a JSON object.
+var ErrUnknownFormat = errors.New("frdump: not a flight recorder dump: neither pickle (first byte 0x80) nor a JSON object")
+
+// ErrTooLarge: the input is over Options.MaxBytes.
+var ErrTooLarge = errors.New("frdump: dump over the size limit")
+
+// FieldError is a dump value of the wrong type.
+type FieldError struct {
+	// Path locates the value, e.g. "entries[12].time_created_ns".
+	Path string
+	// Want and Got describe the expected and the actual type.
+	Want, Got string
+}
+
+func (e *FieldError) Error() string {
+	return "frdump: " + e.Path + ": want " + e.Want + ", got " + e.Got
+}
+
+// WarningKind classifies a Warning.
+type WarningKind string
+
+// Kinds of warnings.
+const (
+	// WarnUnknownVersion: the version is outside Oldest..Newest or is not
+	// major.minor; the fields this package knows were parsed.
+	WarnUnknownVersion WarningKind = "unknown_version"
+	// WarnMissingFields: fields the dump's version should have are absent;
+	// they were left at their zero values.
+	WarnMissingFields WarningKind = "missing_fields"
+	// WarnUnknownFields: fields this package does not know were ignored.
+	WarnUnknownFields WarningKind = "unknown_fields"
+	// WarnUnparsableRanks: a pg_config ranks value is not a list of ranks;
+	// PGConfig.Ranks is nil.
+	WarnUnparsableRanks WarningKind = "unparsable_ranks"
+)
+
+// Warning is a problem with a dump that did not stop the parse. Parse
+// reports each kind at most once per dump.
+type Warning struct {
+	Kind WarningKind
+	// Fields names what the warning is about, sorted: "pg_status",
+	// "entries[].thread_id", `pg_config["0"].ranks`.
+	Fields  []string
+	Message string
+}
+
+func (w Warning) String() string { return w.Message }
+
+// Parse decodes one dump in either form with the default Options.
+func Parse(data []byte) (*Dump, []Warning, error) {
+	return ParseWithOptions(data, Options{})
+}
+
+// ParseWithOptions decodes one dump, pickle (first byte 0x80, what torch
+// writes to disk) or JSON (a '{' after optional white space, what the
+// dump_nccl_trace_json handler returns), into a Dump. It never panics.
+//
+// A version outside Oldest..Newest, missing fields, unknown fields and
+// unparsable ranks are Warnings, not errors. The errors: ErrUnknownFormat,
+// ErrTooLarge, a decoding error (*pickle.Error or encoding/json's), or a
+// *FieldError for a value of the wrong type.
+func ParseWithOptions(data []byte, opts Options) (*Dump, []Warning, error) {
+	if len(data) > opts.maxBytes() {
+		return nil, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), opts.maxBytes())
+	}
+	if len(data) > 0 && data[0] == 0x80 {
+		return parsePickle(data, opts)
+	}
+	data = bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(data) > 0 && data[0] == '{' {
+		return parseJSON(data)
+	}
+	return nil, nil, ErrUnknownFormat
+}
+
+// The two forms decode to generic values (see parse_pickle.go and
+// parse_json.go); everything below maps those onto Dump, once, for both:
+//
+//	pickle            JSON               used for
+//	*pickle.Dict      map[string]any     dicts
+//	[]any, Tuple      []any              lists, process_group
+//	int64             json.Number        integers
+//	float64, int64    json.Number        duration_ms
+//	string, bool, nil string, bool, nil
+
+// entry fields, as bits of a mask.
+const (
+	fRecordID = iota
+	fPGID
+	fProcessGroup
+	fCollectiveSeqID
+	fP2PSeqID
+	fOpID
+	fProfilingName
+	fTimeCreated
+	fDuration
+	fInputSizes
+	fInputDtypes
+	fOutputSizes
+	fOutputDtypes
+	fState
+	fDiscoveredStarted
+	fDiscoveredCompleted
+	fRetired
+	fTimeout
+	fIsP2P
+	fThreadName
+	fThreadID
+	fFrames
+	numEntryFields
+)
+
+var entryFieldNames = [numEntryFields]string{
+	"record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id",
+	"profiling_name", "time_created_ns", "duration_ms", "input_sizes", "input_dtypes",
+	"output_sizes", "output_dtypes", "state", "time_discovered_started_ns",
+	"time_discovered_completed_ns", "retired", "timeout_ms", "is_p2p", "thread_name",
+	"thread_id", "frames",
+}
+
+// requiredEntryFields are the fields every entry of version v must have.
+// duration_ms (only with TORCH_NCCL_ENABLE_TIMING=1) and frames (pickle
+// only, and only with stack traces) are always optional; thread_name and
+// thread_id came with 2.10.
+func requiredEntryFields(v Version) uint32 {
+	const optional = 1<<fDuration | 1<<fFrames | 1<<fThreadName | 1<<fThreadID
+	req := uint32(1<<numEntryFields-1) &^ optional
+	if !v.Less(Version{Major: 2, Minor: 10}) {
+		req |= 1<<fThreadName | 1<<fThreadID
+	}
+	return req
+}
+
+// parser maps one decoded dump and collects its warnings.
+type parser struct {
+	dump         Dump
+	versionSeen  bool
+	missingTop   []string
+	missingEntry [numEntryFields]int // entries lacking each field
+	unknown      map[string]struct{}
+	badRanks     []string
+	// Backing stores of Entry slices: a 2,000-entry dump would otherwise
+	// make some 50,000 small allocations.
+	sizesArena    []int64
+	sizeListArena [][]int64
+	frameArena    []Frame
+	stringArena   []string
+}
+
+func mapDump(top any) (*Dump, []Warning, error) {
+	p := &parser{}
+	if err := p.top(top); err != nil {
+		return nil, nil, err
+	}
+	return &p.dump, p.warnings(), nil
+}
+
+func (p *parser) top(v any) error {
+	var seenConfig, seenStatus bool
+	err := eachField(v, func() string { return "(top level)" }, func(key string, val any) error {
+		var err error
+		switch key {
+		case "version":
+			p.versionSeen = true
+			err = p.version(val)
+		case "pg_config":
+			seenConfig = true
+			err = p.pgConfig(val)
+		case "pg_status":
+			seenStatus = true
+			err = p.pgStatus(val)
+		case "entries":
+			err = p.entries(val)
+		case "nccl_version", "comm_lib_version":
+			s, ok := val.(string)
+			if !ok {
+				return &FieldError{Path: key, Want: "a string", Got: describe(val)}
+			}
+			p.dump.CommLibVersion = s
+		case "nccl_comm_state":
+			// Per-communicator NCCL state: not part of Dump.
+		default:
+			p.addUnknown(key)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !p.versionSeen {
+		p.missingTop = append(p.missingTop, "version")
+	}
+	if !seenConfig {
+		p.missingTop = append(p.missingTop, "pg_config")
+	}
+	if !seenStatus {
+		p.missingTop = append(p.missingTop, "pg_status")
+	}
+	return nil
+}
+
+func (p *parser) version(val any) error {
+	s, ok := val.(string)
+	if !ok {
+		return &FieldError{Path: "version", Want: "a string", Got: describe(val)}
+	}
+	v, err := ParseVersion(s)
+	if err != nil {
+		v = Version{Raw: s}
+	}
+	p.dump.Version = v
+	return nil
+}
+
+func (p *parser) pgConfig(val any) error {
+	if val == nil {
+		return nil
+	}
+	return eachField(val, func() string { return "pg_config" }, func(name string, cfgVal any) error {
+		path := func() string { return "pg_config[" + strconv.Quote(name) + "]" }
+		cfg := PGConfig{Name: name} // torch keys pg_config by the group's name
+		var seenName, seenDesc, seenRanks bool
+		err := eachField(cfgVal, path, func(key string, v any) error {
+			switch key {
+			case "name", "desc":
+				s, ok := v.(string)
+				if !ok {
+					return &FieldError{Path: path() + "." + key, Want: "a string", Got: describe(v)}
+				}
+				if key == "name" {
+					cfg.Name, seenName = s, true
+				} else {
+					cfg.Desc, seenDesc = s, true
+				}
+			case "ranks":
+				seenRanks = true
+				ranks, ok := parseRanks(v)
+				if !ok {
+					p.badRanks = append(p.badRanks, path()+".ranks")
+				}
+				cfg.Ranks = ranks
+			default:
+				p.addUnknown("pg_config[]." + key)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		p.noteMissing("pg_config[].name", seenName)
+		p.noteMissing("pg_config[].desc", seenDesc)
+		p.noteMissing("pg_config[].ranks", seenRanks)
+		if p.dump.PGConfig == nil {
+			p.dump.PGConfig = map[string]PGConfig{}
+		}
+		p.dump.PGConfig[name] = cfg
+		return nil
+	})
+}
+
+// parseRanks reads torch's "[0, 1, 2]" (or "[0,1,2]" from torchcomms), or
+// a list of integers.
+func parseRanks(v any) ([]int, bool) {
+	switch x := v.(type) {
+	case string:
+		s := strings.TrimSpace(x)
+		if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
+			return nil, false
+		}
+		s = strings.TrimSpace(s[1 : len(s)-1])
+		if s == "" {
+			return []int{}, true
+		}
+		ranks := make([]int, 0, strings.Count(s, ",")+1)
+		for field := range strings.SplitSeq(s, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(field))
+			if err != nil || r < 0 {
+				return nil, false
+			}
+			ranks = append(ranks, r)
+		}
+		return ranks, true
+	case []any, pickle.Tuple:
+		items, _ := asList(x)
+		ranks := make([]int, 0, len(items))
+		for _, it := range items {
+			r, ok := asInt(it)
+			if !ok || r < 0 || int64(int(r)) != r {
+				return nil, false
+			}
+			ranks = append(ranks, int(r))
+		}
+		return ranks, true
+	}
+	return nil, false
+}
+
+func (p *parser) pgStatus(val any) error {
+	if val == nil {
+		return nil
+	}
+	return eachField(val, func() string { return "pg_status" }, func(id string, stVal any) error {
+		path := func() string { return "pg_status[" + strconv.Quote(id) + "]" }
+		st := PGStatus{LastEnqueued: -1, LastStarted: -1, LastCompleted: -1}
+		var seen [3]bool
+		err := eachField(stVal, path, func(key string, v any) error {
+			var dst *int64
+			var i int
+			switch key {
+			case "last_enqueued_collective":
+				dst, i = &st.LastEnqueued, 0
+			case "last_started_collective":
+				dst, i = &st.LastStarted, 1
+			case "last_completed_collective":
+				dst, i = &st.LastCompleted, 2
+			default:
+				p.addUnknown("pg_status[]." + key)
+				return nil
+			}
+			// Integers in pickle, decimal strings in JSON.
+			n, ok := asInt(v)
+			if s, isStr := v.(string); isStr {
+				var err error
+				n, err = strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+				ok = err == nil
+			}
+			if !ok {
+				return &FieldError{Path: path() + "." + key, Want: "an integer", Got: describe(v)}
+			}
+			*dst, seen[i] = n, true
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		p.noteMissing("pg_status[].last_enqueued_collective", seen[0])
+		p.noteMissing("pg_status[].last_started_collective", seen[1])
+		p.noteMissing("pg_status[].last_completed_collective", seen[2])
+		if p.dump.PGStatus == nil {
+			p.dump.PGStatus = map[string]PGStatus{}
+		}
+		p.dump.PGStatus[id] = st
+		return nil
+	})
+}
+
+func (p *parser) entries(val any) error {
+	if val == nil {
+		return nil
+	}
+	list, ok := val.([]any)
+	if !ok {
+		return &FieldError{Path: "entries", Want: "a list", Got: describe(val)}
+	}
+	p.dump.Entries = make([]Entry, len(list))
+	for i, ev := range list {
+		if err := p.entry(i, ev, &p.dump.Entries[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) entry(idx int, v any, e *Entry) error {
+	var seen uint32
+	err := eachField(v, func() string { return entryPath(idx, "") }, func(key string, val any) error {
+		var ok bool
+		var want string
+		var f int
+		switch key {
+		case "record_id":
+			f, want = fRecordID, "an integer"
+			e.RecordID, ok = asInt(val)
+		case "pg_id":
+			f, want = fPGID, "an integer"
+			e.PGID, ok = asInt(val)
+		case "process_group":
+			f, want = fProcessGroup, "a (name, desc) pair of strings"
+			pg, _ := asList(val)
+			if len(pg) == 2 {
+				var ok1, ok2 bool
+				e.PGName, ok1 = pg[0].(string)
+				e.PGDesc, ok2 = pg[1].(string)
+				ok = ok1 && ok2
+			}
+		case "collective_seq_id":
+			f, want = fCollectiveSeqID, "an integer"
+			e.CollectiveSeqID, ok = asInt(val)
+		case "p2p_seq_id":
+			f, want = fP2PSeqID, "an integer"
+			e.P2PSeqID, ok = asInt(val)
+		case "op_id":
+			f, want = fOpID, "an integer"
+			e.OpID, ok = asInt(val)
+		case "profiling_name":
+			f, want = fProfilingName, "a string"
+			e.ProfilingName, ok = val.(string)
+		case "time_created_ns":
+			f, want = fTimeCreated, "an integer"
+			e.TimeCreatedNs, ok = asInt(val)
+		case "duration_ms":
+			f, want = fDuration, "a number"
+			if val == nil {
+				ok = true
+			} else {
+				e.DurationMs, ok = asFloat(val)
+				e.HasDuration = ok
+			}
+		case "input_sizes":
+			f, want = fInputSizes, "a list of lists of integers"
+			e.InputSizes, ok = p.sizes(val)
+		case "output_sizes":
+			f, want = fOutputSizes, "a list of lists of integers"
+			e.OutputSizes, ok = p.sizes(val)
+		case "input_dtypes":
+			f, want = fInputDtypes, "a list of strings"
+			e.InputDtypes, ok = p.strings(val)
+		case "output_dtypes":
+			f, want = fOutputDtypes, "a list of strings"
+			e.OutputDtypes, ok = p.strings(val)
+		case "state":
+			f, want = fState, "a string"
+			e.State, ok = val.(string)
+		case "time_discovered_started_ns":
+			f, want = fDiscoveredStarted, "an integer or None"
+			e.TimeDiscoveredStartedNs, ok = asTime(val)
+		case "time_discovered_completed_ns":
+			f, want = fDiscoveredCompleted, "an integer or None"
+			e.TimeDiscoveredCompletedNs, ok = asTime(val)
+		case "retired":
+			f, want = fRetired, "a bool"
+			e.Retired, ok = val.(bool)
+		case "timeout_ms":
+			f, want = fTimeout, "an integer"
+			e.TimeoutMs, ok = asInt(val)
+		case "is_p2p":
+			f, want = fIsP2P, "a bool"
+			e.IsP2P, ok = val.(bool)
+		case "thread_name":
+			f, want = fThreadName, "a string"
+			e.ThreadName, ok = val.(string)
+		case "thread_id":
+			f, want = fThreadID, "a string"
+			e.ThreadID, ok = asIDString(val)
+		case "frames":
+			f = fFrames
+			var err error
+			e.Frames, err = p.frames(idx, val)
+			if err != nil {
+				return err
+			}
+			ok = true
+		default:
+			p.addUnknown("entries[]." + key)
+			return nil
+		}
+		if !ok {
+			return &FieldError{Path: entryPath(idx, key), Want: want, Got: describe(val)}
+		}
+		seen |= 1 << f
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for missing := ^seen & (1<<numEntryFields - 1); missing != 0; missing &= missing - 1 {
+		p.missingEntry[bits.TrailingZeros32(missing)]++
+	}
+	return nil
+}
+
+func (p *parser) frames(idx int, val any) ([]Frame, error) {
+	if val == nil {
+		return nil, nil
+	}
+	items, ok := val.([]any)
+	if !ok {
+		return nil, &FieldError{Path: entryPath(idx, "frames"), Want: "a list", Got: describe(val)}
+	}
+	if len(p.frameArena) < len(items) {
+		p.frameArena = make([]Frame, max(1024, len(items)))
+	}
+	frames := p.frameArena[:len(items):len(items)]
+	p.frameArena = p.frameArena[len(items):]
+	for i, fv := range items {
+		fr := &frames[i]
+		path := func() string { return entryPath(idx, "frames") + "[" + strconv.Itoa(i) + "]" }
+		err := eachField(fv, path, func(key string, v any) error {
+			ok := true
+			var want string
+			switch key {
+			case "name":
+				want = "a string"
+				fr.Name, ok = v.(string)
+			case "filename":
+				want = "a string"
+				fr.Filename, ok = v.(string)
+			case "line":
+				want = "an integer"
+				fr.Line, ok = asInt(v)
+			default:
+				p.addUnknown("entries[].frames[]." + key)
+			}
+			if !ok {
+				return &FieldError{Path: path() + "." + key, Want: want, Got: describe(v)}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return frames, nil
+}
+
+// sizes reads input_sizes/output_sizes: one list of dimensions per tensor.
+func (p *parser) sizes(val any) ([][]int64, bool) {
+	outer, ok := val.([]any)
+	if !ok {
+		return nil, false
+	}
+	if len(p.sizeListArena) < len(outer) {
+		p.sizeListArena = make([][]int64, max(256, len(outer)))
+	}
+	res := p.sizeListArena[:len(outer):len(outer)]
+	p.sizeListArena = p.sizeListArena[len(outer):]
+	for i, inner := range outer {
+		dims, ok := asList(inner)
+		if !ok {
+			return nil, false
+		}
+		if len(p.sizesArena) < len(dims) {
+			p.sizesArena = make([]int64, max(1024, len(dims)))
+		}
+		row := p.sizesArena[:len(dims):len(dims)]
+		p.sizesArena = p.sizesArena[len(dims):]
+		for j, d := range dims {
+			if row[j], ok = asInt(d); !ok {
+				return nil, false
+			}
+		}
+		res[i] = row
+	}
+	return res, true
+}
+
+func (p *parser) addUnknown(field string) {
+	if p.unknown == nil {
+		p.unknown = map[string]struct{}{}
+	}
+	p.unknown[field] = struct{}{}
+}
+
+func (p *parser) noteMissing(field string, seen bool) {
+	if !seen && !slices.Contains(p.missingTop, field) {
+		p.missingTop = append(p.missingTop, field)
+	}
+}
+
+func (p *parser) warnings() []Warning {
+	var ws []Warning
+	v := p.dump.Version
+	if p.versionSeen && (v.Less(Oldest) || Newest.Less(v)) {
+		ws = append(ws, Warning{
+			Kind:    WarnUnknownVersion,
+			Fields:  []string{"version"},
+			Message: fmt.Sprintf("frdump: version %q is not one of the known %s to %s: parsed the fields this version of the receiver knows", v.Raw, Oldest, Newest),
+		})
+	}
+
+	missing := slices.Clone(p.missingTop)
+	var details []string
+	req := requiredEntryFields(v)
+	for f := range numEntryFields {
+		if n := p.missingEntry[f]; n > 0 && req&(1<<f) != 0 {
+			name := "entries[]." + entryFieldNames[f]
+			missing = append(missing, name)
+			details = append(details, fmt.Sprintf("%s (in %d of %d entries)", name, n, len(p.dump.Entries)))
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		slices.Sort(details)
+		all := slices.DeleteFunc(slices.Clone(missing), func(s string) bool { return strings.HasPrefix(s, "entries[].") })
+		all = append(all, details...)
+		ws = append(ws, Warning{
+			Kind:    WarnMissingFields,
+			Fields:  missing,
+			Message: fmt.Sprintf("frdump: version %s dump lacks fields, left at zero values: %s", versionText(v), strings.Join(all, ", ")),
+		})
+	}
+
+	if len(p.unknown) > 0 {
+		fields := make([]string, 0, len(p.unknown))
+		for f := range p.unknown {
+			fields = append(fields, f)
+		}
+		slices.Sort(fields)
+		ws = append(ws, Warning{
+			Kind:    WarnUnknownFields,
+			Fields:  fields,
+			Message: fmt.Sprintf("frdump: version %s dump has fields this receiver does not know, ignored: %s", versionText(v), strings.Join(fields, ", ")),
+		})
+	}
+
+	if len(p.badRanks) > 0 {
+		slices.Sort(p.badRanks)
+		ws = append(ws, Warning{
+			Kind:    WarnUnparsableRanks,
+			Fields:  p.badRanks,
+			Message: "frdump: ranks are not a list of ranks, left empty: " + strings.Join(p.badRanks, ", "),
+		})
+	}
+	return ws
+}
+
+func versionText(v Version) string {
+	if v.Raw == "" {
+		return "(none)"
+	}
+	return strconv.Quote(v.Raw)
+}
+
+func entryPath(idx int, key string) string {
+	p := "entries[" + strconv.Itoa(idx) + "]"
+	if key != "" {
+		p += "." + key
+	}
+	return p
+}
+
+// eachField calls fn with each key and value of a dict of either form. path
+// names the dict in errors; it is called only on error.
+func eachField(v any, path func() string, fn func(key string, val any) error) error {
+	switch m := v.(type) {
+	case *pickle.Dict:
+		for _, it := range m.Items {
+			key, ok := it.Key.(string)
+			if !ok {
+				return &FieldError{Path: path(), Want: "string keys", Got: describe(it.Key) + " key"}
+			}
+			if err := fn(key, it.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	case map[string]any:
+		for key, val := range m {
+			if err := fn(key, val); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return &FieldError{Path: path(), Want: "a dict", Got: describe(v)}
+}
+
+// asList accepts a list (either form) or a pickled tuple.
+func asList(v any) ([]any, bool) {
+	switch x := v.(type) {
+	case []any:
+		return x, true
+	case pickle.Tuple:
+		return x, true
+	}
+	return nil, false
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case json.Number:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func asFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// asTime reads a watchdog time: None in pickle (0 in JSON) when unknown.
+func asTime(v any) (int64, bool) {
+	if v == nil {
+		return 0, true
+	}
+	return asInt(v)
+}
+
+// asIDString reads thread_id: a string in torch's dumps, tolerated as an
+// integer.
+func asIDString(v any) (string, bool) {
+	if s, ok := v.(string); ok {
+		return s, true
+	}
+	if n, ok := asInt(v); ok {
+		return strconv.FormatInt(n, 10), true
+	}
+	return "", false
+}
+
+func (p *parser) strings(v any) ([]string, bool) {
+	items, ok := asList(v)
+	if !ok {
+		return nil, false
+	}
+	if len(p.stringArena) < len(items) {
+		p.stringArena = make([]string, max(1024, len(items)))
+	}
+	out := p.stringArena[:len(items):len(items)]
+	p.stringArena = p.stringArena[len(items):]
+	for i, it := range items {
+		if out[i], ok = it.(string); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// describe names a decoded value's type for errors.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None/null"
+	case *pickle.Dict, map[string]any:
+		return "a dict"
+	case []any:
+		return "a list"
+	case pickle.Tuple:
+		return "a tuple"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case json.Number:
+		if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return "an integer"
+		}
+		return "a float"
+	case string:
+		return "a string"
+	case bool:
+		return "a bool"
+	case []byte:
+		return "bytes"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,844 @@
+// Package pickle decodes the data-only subset of Python's pickle format that
+// PyTorch's flight recorder writes (protocol 2, torch's own pickler, no type
+// tags), and refuses everything that would import a name, construct an object
+// or run code. Every limit is enforced while decoding; no input makes it
+// panic.
+//
+// Accepted opcodes:
+//
+//	framing     PROTO (protocols 0 to 5), STOP, FRAME (skipped)
+//	containers  MARK, EMPTY_DICT, DICT, SETITEM, SETITEMS, EMPTY_LIST, LIST,
+//	            APPEND, APPENDS, EMPTY_TUPLE, TUPLE, TUPLE1, TUPLE2, TUPLE3
+//	scalars     NONE, NEWTRUE, NEWFALSE, BININT1, BININT2, BININT, LONG1,
+//	            LONG4, BINFLOAT
+//	strings     BINUNICODE, SHORT_BINUNICODE, BINUNICODE8 (str); BINSTRING,
+//	            SHORT_BINSTRING (Python 2 str, returned as string);
+//	            BINBYTES, SHORT_BINBYTES, BINBYTES8 ([]byte)
+//	memo        BINPUT, LONG_BINPUT, MEMOIZE, BINGET, LONG_BINGET
+//
+// Refused with ErrRefused: GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ,
+// NEWOBJ, NEWOBJ_EX, EXT1, EXT2, EXT4, PERSID, BINPERSID. Every other opcode
+// (the text opcodes of protocol 0, POP, DUP, sets, out-of-band buffers,
+// unknown bytes) fails with ErrUnsupported.
+//
+// Two deliberate differences from Python: integers must fit in int64
+// (ErrLimit otherwise), and a list or dict can no longer be modified once it
+// has been placed inside another container (ErrMalformed). Picklers only do
+// that for recursive structures, which data dumps never contain, and the rule
+// guarantees the result is a finite tree (values may be shared, never cyclic).
+// Text that is not valid UTF-8 is kept with the bad bytes replaced by U+FFFD.
+package pickle // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
+// Options bounds the work and memory of one Decode. A zero field takes its
+// default.
+type Options struct {
+	// MaxInputBytes caps the size of the whole stream (default 64 MiB).
+	MaxInputBytes int
+	// MaxStringBytes caps one string, bytes value or LONG4 (default 1 MiB).
+	MaxStringBytes int
+	// MaxDepth caps how deeply containers nest, and how many MARKs may be
+	// open at once (default 64).
+	MaxDepth int
+	// MaxMemoEntries caps memo indexes: BINPUT n needs n < MaxMemoEntries
+	// (default 1<<20).
+	MaxMemoEntries int
+	// MaxContainerItems caps the items of one list, dict or tuple (default
+	// 1<<20).
+	MaxContainerItems int
+	// MaxValues caps how many values the stream may push in total, which
+	// bounds the memory of the result: one input byte can push one value
+	// (default 1<<24).
+	MaxValues int
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxInputBytes     = 64 << 20
+	DefaultMaxStringBytes    = 1 << 20
+	DefaultMaxDepth          = 64
+	DefaultMaxMemoEntries    = 1 << 20
+	DefaultMaxContainerItems = 1 << 20
+	DefaultMaxValues         = 1 << 24
+)
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxInputBytes, DefaultMaxInputBytes)
+	def(&o.MaxStringBytes, DefaultMaxStringBytes)
+	def(&o.MaxDepth, DefaultMaxDepth)
+	def(&o.MaxMemoEntries, DefaultMaxMemoEntries)
+	def(&o.MaxContainerItems, DefaultMaxContainerItems)
+	def(&o.MaxValues, DefaultMaxValues)
+	return o
+}
+
+// Kinds of decoding errors; test with errors.Is.
+var (
+	ErrRefused     = errors.New("refused: a dump must never import names, construct objects or run code")
+	ErrUnsupported = errors.New("unsupported opcode")
+	ErrTruncated   = errors.New("truncated input")
+	ErrLimit       = errors.New("limit exceeded")
+	ErrMalformed   = errors.New("malformed pickle")
+)
+
+// Error is a decoding failure at a byte offset of the stream.
+type Error struct {
+	// Offset is where the failing opcode starts (or the input length when
+	// the stream ends without STOP).
+	Offset int
+	// Op names the failing opcode, e.g. "GLOBAL (0x63 'c')"; empty when the
+	// failure is not tied to one.
+	Op string
+	// Kind is ErrRefused, ErrUnsupported, ErrTruncated, ErrLimit or
+	// ErrMalformed.
+	Kind   error
+	Detail string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pickle: offset %d", e.Offset)
+	if e.Op != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Op)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Kind.Error())
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Kind }
+
+// Decode decodes one pickle with the default Options.
+func Decode(data []byte) (any, error) { return DecodeWithOptions(data, Options{}) }
+
+// DecodeWithOptions decodes one pickle: data must hold exactly one stream,
+// ending with STOP. Errors are *Error.
+func DecodeWithOptions(data []byte, opts Options) (any, error) {
+	opts = opts.withDefaults()
+	if len(data) > opts.MaxInputBytes {
+		return nil, &Error{Kind: ErrLimit, Detail: fmt.Sprintf("input of %d bytes is over the %d-byte limit", len(data), opts.MaxInputBytes)}
+	}
+	d := decoder{data: data, opts: opts, stack: make([]any, 0, 64)}
+	return d.run()
+}
+
+// Opcodes (Python's Lib/pickle.py names).
+const (
+	opMark           = '('
+	opStop           = '.'
+	opPop            = '0'
+	opPopMark        = '1'
+	opDup            = '2'
+	opFloat          = 'F'
+	opInt            = 'I'
+	opBinInt         = 'J'
+	opBinInt1        = 'K'
+	opLong           = 'L'
+	opBinInt2        = 'M'
+	opNone           = 'N'
+	opPersID         = 'P'
+	opBinPersID      = 'Q'
+	opReduce         = 'R'
+	opString         = 'S'
+	opBinString      = 'T'
+	opShortBinString = 'U'
+	opUnicode        = 'V'
+	opBinUnicode     = 'X'
+	opAppend         = 'a'
+	opBuild          = 'b'
+	opGlobal         = 'c'
+	opDict           = 'd'
+	opEmptyDict      = '}'
+	opAppends        = 'e'
+	opGet            = 'g'
+	opBinGet         = 'h'
+	opInst           = 'i'
+	opLongBinGet     = 'j'
+	opList           = 'l'
+	opEmptyList      = ']'
+	opObj            = 'o'
+	opPut            = 'p'
+	opBinPut         = 'q'
+	opLongBinPut     = 'r'
+	opSetItem        = 's'
+	opTuple          = 't'
+	opEmptyTuple     = ')'
+	opSetItems       = 'u'
+	opBinFloat       = 'G'
+	// protocol 2
+	opProto    = 0x80
+	opNewObj   = 0x81
+	opExt1     = 0x82
+	opExt2     = 0x83
+	opExt4     = 0x84
+	opTuple1   = 0x85
+	opTuple2   = 0x86
+	opTuple3   = 0x87
+	opNewTrue  = 0x88
+	opNewFalse = 0x89
+	opLong1    = 0x8a
+	opLong4    = 0x8b
+	// protocol 3
+	opBinBytes      = 'B'
+	opShortBinBytes = 'C'
+	// protocol 4
+	opShortBinUnicode = 0x8c
+	opBinUnicode8     = 0x8d
+	opBinBytes8       = 0x8e
+	opEmptySet        = 0x8f
+	opAddItems        = 0x90
+	opFrozenSet       = 0x91
+	opNewObjEx        = 0x92
+	opStackGlobal     = 0x93
+	opMemoize         = 0x94
+	opFrame           = 0x95
+	// protocol 5
+	opByteArray8     = 0x96
+	opNextBuffer     = 0x97
+	opReadOnlyBuffer = 0x98
+)
+
+var opNames = map[byte]string{
+	opMark: "MARK", opStop: "STOP", opPop: "POP", opPopMark: "POP_MARK", opDup: "DUP",
+	opFloat: "FLOAT", opInt: "INT", opBinInt: "BININT", opBinInt1: "BININT1", opLong: "LONG",
+	opBinInt2: "BININT2", opNone: "NONE", opPersID: "PERSID", opBinPersID: "BINPERSID",
+	opReduce: "REDUCE", opString: "STRING", opBinString: "BINSTRING",
+	opShortBinString: "SHORT_BINSTRING", opUnicode: "UNICODE", opBinUnicode: "BINUNICODE",
+	opAppend: "APPEND", opBuild: "BUILD", opGlobal: "GLOBAL", opDict: "DICT",
+	opEmptyDict: "EMPTY_DICT", opAppends: "APPENDS", opGet: "GET", opBinGet: "BINGET",
+	opInst: "INST", opLongBinGet: "LONG_BINGET", opList: "LIST", opEmptyList: "EMPTY_LIST",
+	opObj: "OBJ", opPut: "PUT", opBinPut: "BINPUT", opLongBinPut: "LONG_BINPUT",
+	opSetItem: "SETITEM", opTuple: "TUPLE", opEmptyTuple: "EMPTY_TUPLE", opSetItems: "SETITEMS",
+	opBinFloat: "BINFLOAT", opProto: "PROTO", opNewObj: "NEWOBJ", opExt1: "EXT1", opExt2: "EXT2",
+	opExt4: "EXT4", opTuple1: "TUPLE1", opTuple2: "TUPLE2", opTuple3: "TUPLE3",
+	opNewTrue: "NEWTRUE", opNewFalse: "NEWFALSE", opLong1: "LONG1", opLong4: "LONG4",
+	opBinBytes: "BINBYTES", opShortBinBytes: "SHORT_BINBYTES",
+	opShortBinUnicode: "SHORT_BINUNICODE", opBinUnicode8: "BINUNICODE8", opBinBytes8: "BINBYTES8",
+	opEmptySet: "EMPTY_SET", opAddItems: "ADDITEMS", opFrozenSet: "FROZENSET",
+	opNewObjEx: "NEWOBJ_EX", opStackGlobal: "STACK_GLOBAL", opMemoize: "MEMOIZE", opFrame: "FRAME",
+	opByteArray8: "BYTEARRAY8", opNextBuffer: "NEXT_BUFFER", opReadOnlyBuffer: "READONLY_BUFFER",
+}
+
+// opName renders an opcode for errors: "GLOBAL (0x63 'c')", "NEWOBJ (0x81)".
+func opName(c byte) string {
+	name, ok := opNames[c]
+	if !ok {
+		name = "unknown opcode"
+	}
+	if c >= 0x21 && c <= 0x7e {
+		return fmt.Sprintf("%s (0x%02x '%c')", name, c, c)
+	}
+	return fmt.Sprintf("%s (0x%02x)", name, c)
+}
+
+// refused reports the opcodes that import names, build objects or call code.
+func refused(c byte) bool {
+	switch c {
+	case opGlobal, opStackGlobal, opReduce, opBuild, opInst, opObj, opNewObj, opNewObjEx,
+		opExt1, opExt2, opExt4, opPersID, opBinPersID:
+		return true
+	}
+	return false
+}
+
+// memoHole marks a memo index that was never set.
+type memoHole struct{}
+
+type decoder struct {
+	data   []byte
+	pos    int // next byte to read
+	op     int // offset of the opcode being decoded
+	opts   Options
+	stack  []any
+	marks  []int // stack lengths at each open MARK
+	memo   []any
+	values int // values pushed so far
+	slabs  slabs
+}
+
+func (d *decoder) fail(kind error, format string, args ...any) error {
+	return &Error{Offset: d.op, Op: opName(d.data[d.op]), Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
+func (d *decoder) run() (any, error) {
+	for d.pos < len(d.data) {
+		d.op = d.pos
+		code := d.data[d.pos]
+		d.pos++
+		var err error
+		switch code {
+		case opStop:
+			return d.stop()
+		case opProto:
+			var v uint64
+			if v, err = d.uint(1); err == nil && v > 5 {
+				err = d.fail(ErrMalformed, "protocol %d is newer than 5", v)
+			}
+		case opFrame:
+			var n uint64
+			if n, err = d.uint(8); err == nil && n > uint64(len(d.data)-d.pos) {
+				err = d.fail(ErrTruncated, "frame of %d bytes, %d left", n, len(d.data)-d.pos)
+			}
+		case opMark:
+			if len(d.marks) >= d.opts.MaxDepth {
+				err = d.fail(ErrLimit, "more than %d open MARKs", d.opts.MaxDepth)
+			} else {
+				d.marks = append(d.marks, len(d.stack))
+			}
+		case opEmptyDict:
+			err = d.push(d.slabs.dict())
+		case opEmptyList:
+			err = d.push(d.slabs.list())
+		case opEmptyTuple:
+			t := d.slabs.tuple()
+			t.items = Tuple{}
+			err = d.push(t)
+		case opDict:
+			err = d.fromMark(func(items []any) (any, error) {
+				dict := d.slabs.dict()
+				return dict, d.setItems(dict, items)
+			})
+		case opList:
+			err = d.fromMark(func(items []any) (any, error) {
+				l := d.slabs.list()
+				return l, d.appendItems(l, items)
+			})
+		case opTuple:
+			err = d.fromMark(d.newTuple)
+		case opTuple1, opTuple2, opTuple3:
+			err = d.tupleN(int(code-opTuple1) + 1)
+		case opSetItem, opAppend:
+			n := 2
+			if code == opAppend {
+				n = 1
+			}
+			if err = d.need(n + 1); err == nil {
+				target := d.stack[len(d.stack)-n-1]
+				args := d.stack[len(d.stack)-n:]
+				if code == opAppend {
+					err = d.appendItems(target, args)
+				} else {
+					err = d.setItems(target, args)
+				}
+				d.stack = d.stack[:len(d.stack)-n]
+			}
+		case opSetItems, opAppends:
+			err = d.intoMarked(code)
+		case opNone:
+			err = d.push(nil)
+		case opNewTrue:
+			err = d.push(true)
+		case opNewFalse:
+			err = d.push(false)
+		case opBinInt1, opBinInt2: // unsigned, 1 and 2 bytes
+			n := 1
+			if code == opBinInt2 {
+				n = 2
+			}
+			var v uint64
+			if v, err = d.uint(n); err == nil {
+				err = d.push(int64(v))
+			}
+		case opBinInt:
+			var v uint64
+			if v, err = d.uint(4); err == nil {
+				err = d.push(int64(int32(uint32(v))))
+			}
+		case opLong1, opLong4:
+			err = d.long(code)
+		case opBinFloat:
+			var b []byte
+			if b, err = d.take(8); err == nil {
+				err = d.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
+			}
+		case opBinUnicode, opShortBinUnicode, opBinUnicode8, opBinString, opShortBinString,
+			opBinBytes, opShortBinBytes, opBinBytes8:
+			err = d.text(code)
+		case opBinPut, opLongBinPut, opMemoize:
+			err = d.put(code)
+		case opBinGet, opLongBinGet:
+			err = d.get(code)
+		default:
+			if refused(code) {
+				err = d.fail(ErrRefused, "")
+			} else {
+				err = d.fail(ErrUnsupported, "")
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, &Error{Offset: len(d.data), Kind: ErrTruncated, Detail: "the stream ends without STOP"}
+}
+
+func (d *decoder) stop() (any, error) {
+	switch {
+	case len(d.marks) != 0:
+		return nil, d.fail(ErrMalformed, "%d MARKs still open", len(d.marks))
+	case len(d.stack) != 1:
+		return nil, d.fail(ErrMalformed, "the stack holds %d values, want 1", len(d.stack))
+	case d.pos != len(d.data):
+		return nil, d.fail(ErrMalformed, "%d bytes after STOP", len(d.data)-d.pos)
+	}
+	v, _ := seal(d.stack[0])
+	return v, nil
+}
+
+// uint reads an n-byte little-endian unsigned integer.
+func (d *decoder) uint(n int) (uint64, error) {
+	if len(d.data)-d.pos < n {
+		return 0, d.fail(ErrTruncated, "needs %d argument bytes, %d left", n, len(d.data)-d.pos)
+	}
+	var v uint64
+	for i := n - 1; i >= 0; i-- {
+		v = v<<8 | uint64(d.data[d.pos+i])
+	}
+	d.pos += n
+	return v, nil
+}
+
+// take returns the next n bytes of the stream (no copy).
+func (d *decoder) take(n uint64) ([]byte, error) {
+	if left := uint64(len(d.data) - d.pos); n > left {
+		return nil, d.fail(ErrTruncated, "needs %d bytes, %d left", n, left)
+	}
+	b := d.data[d.pos : d.pos+int(n)]
+	d.pos += int(n)
+	return b, nil
+}
+
+// takeSized reads a length prefix of size bytes (a signed int32 when
+// signed), then that many bytes.
+func (d *decoder) takeSized(size int, signed bool) ([]byte, error) {
+	n, err := d.uint(size)
+	if err != nil {
+		return nil, err
+	}
+	if signed {
+		s := int32(uint32(n))
+		if s < 0 {
+			return nil, d.fail(ErrMalformed, "negative length %d", s)
+		}
+		n = uint64(s)
+	}
+	if n > uint64(d.opts.MaxStringBytes) {
+		return nil, d.fail(ErrLimit, "%d bytes is over the %d-byte limit", n, d.opts.MaxStringBytes)
+	}
+	return d.take(n)
+}
+
+func (d *decoder) text(code byte) error {
+	size := 4
+	switch code {
+	case opShortBinUnicode, opShortBinString, opShortBinBytes:
+		size = 1
+	case opBinUnicode8, opBinBytes8:
+		size = 8
+	}
+	b, err := d.takeSized(size, code == opBinString)
+	if err != nil {
+		return err
+	}
+	switch code {
+	case opBinBytes, opShortBinBytes, opBinBytes8:
+		return d.push(append([]byte{}, b...))
+	case opBinString, opShortBinString:
+		return d.push(string(b))
+	}
+	if !utf8.Valid(b) {
+		return d.push(strings.ToValidUTF8(string(b), "\uFFFD"))
+	}
+	return d.push(string(b))
+}
+
+// long decodes LONG1 and LONG4: little-endian two's complement.
+func (d *decoder) long(code byte) error {
+	size := 1
+	if code == opLong4 {
+		size = 4
+	}
+	b, err := d.takeSized(size, code == opLong4)
+	if err != nil {
+		return err
+	}
+	v, ok := decodeLong(b)
+	if !ok {
+		return d.fail(ErrLimit, "a %d-byte integer does not fit in int64", len(b))
+	}
+	return d.push(v)
+}
+
+// decodeLong decodes a little-endian two's complement integer, reporting
+// whether it fits in an int64.
+func decodeLong(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, true
+	}
+	if len(b) > 8 {
+		// Longer encodings fit only when the extra bytes repeat the sign.
+		var sign byte
+		if b[7]&0x80 != 0 {
+			sign = 0xff
+		}
+		for _, c := range b[8:] {
+			if c != sign {
+				return 0, false
+			}
+		}
+		b = b[:8]
+	}
+	var u uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		u = u<<8 | uint64(b[i])
+	}
+	shift := uint(64 - 8*len(b))
+	return int64(u<<shift) >> shift, true
+}
+
+func (d *decoder) push(v any) error {
+	d.values++
+	if d.values > d.opts.MaxValues {
+		return d.fail(ErrLimit, "more than %d values", d.opts.MaxValues)
+	}
+	d.stack = append(d.stack, v)
+	return nil
+}
+
+// base is where the values above the innermost open MARK start.
+func (d *decoder) base() int {
+	if len(d.marks) == 0 {
+		return 0
+	}
+	return d.marks[len(d.marks)-1]
+}
+
+// need checks that n values sit above the innermost MARK.
+func (d *decoder) need(n int) error {
+	if have := len(d.stack) - d.base(); have < n {
+		return d.fail(ErrMalformed, "stack underflow: needs %d values, has %d", n, have)
+	}
+	return nil
+}
+
+// popMark closes the innermost MARK and returns the values above it; they
+// stay valid until the next push.
+func (d *decoder) popMark() ([]any, error) {
+	if len(d.marks) == 0 {
+		return nil, d.fail(ErrMalformed, "no open MARK")
+	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := d.stack[m:]
+	d.stack = d.stack[:m]
+	return items, nil
+}
+
+// fromMark replaces the values above the innermost MARK with one container
+// built from them (DICT, LIST, TUPLE).
+func (d *decoder) fromMark(build func(items []any) (any, error)) error {
+	items, err := d.popMark()
+	if err != nil {
+		return err
+	}
+	v, err := build(items)
+	if err != nil {
+		return err
+	}
+	return d.push(v)
+}
+
+// intoMarked handles SETITEMS and APPENDS: the values above the innermost
+// MARK go into the container just below it.
+func (d *decoder) intoMarked(code byte) error {
+	items, err := d.popMark()
+	if err != nil {
+		return err
+	}
+	if len(d.stack)-d.base() < 1 {
+		return d.fail(ErrMalformed, "stack underflow: no container below the MARK")
+	}
+	target := d.stack[len(d.stack)-1]
+	if code == opAppends {
+		return d.appendItems(target, items)
+	}
+	return d.setItems(target, items)
+}
+
+func (d *decoder) newTuple(items []any) (any, error) {
+	if len(items) > d.opts.MaxContainerItems {
+		return nil, d.fail(ErrLimit, "a tuple of %d items is over the %d-item limit", len(items), d.opts.MaxContainerItems)
+	}
+	t := d.slabs.tuple()
+	t.items = Tuple(d.slabs.values(len(items)))
+	for i, v := range items {
+		sv, h := seal(v)
+		t.items[i] = sv
+		t.height = max(t.height, h+1)
+	}
+	if t.height > d.opts.MaxDepth {
+		return nil, d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
+	}
+	return t, nil
+}
+
+func (d *decoder) tupleN(n int) error {
+	if err := d.need(n); err != nil {
+		return err
+	}
+	items := d.stack[len(d.stack)-n:]
+	t, err := d.newTuple(items)
+	if err != nil {
+		return err
+	}
+	d.stack = d.stack[:len(d.stack)-n]
+	return d.push(t)
+}
+
+func (d *decoder) appendItems(target any, items []any) error {
+	l, ok := target.(*list)
+	if !ok {
+		return d.fail(ErrMalformed, "appending to %s, not a list", kindOf(target))
+	}
+	if len(l.items)+len(items) > d.opts.MaxContainerItems {
+		return d.fail(ErrLimit, "a list of more than %d items", d.opts.MaxContainerItems)
+	}
+	height := l.height
+	// Seal the items (in place: they are stack slots about to be dropped)
+	// before checking the target, so that appending a list to itself is
+	// caught as a modification of a sealed list.
+	for i, v := range items {
+		sv, h := seal(v)
+		items[i] = sv
+		height = max(height, h+1)
+	}
+	if l.frozen {
+		return d.fail(ErrMalformed, "appending to a list that is already inside another container (a recursive structure?)")
+	}
+	if height > d.opts.MaxDepth {
+		return d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
+	}
+	l.height = height
+	if l.items == nil {
+		l.items = d.slabs.values(len(items))[:0] // never alias the stack
+	}
+	l.items = append(l.items, items...)
+	return nil
+}
+
+func (d *decoder) setItems(target any, kv []any) error {
+	dict, ok := target.(*Dict)
+	if !ok {
+		return d.fail(ErrMalformed, "setting items of %s, not a dict", kindOf(target))
+	}
+	if len(kv)%2 != 0 {
+		return d.fail(ErrMalformed, "%d values for key/value pairs", len(kv))
+	}
+	if len(dict.Items)+len(kv)/2 > d.opts.MaxContainerItems {
+		return d.fail(ErrLimit, "a dict of more than %d items", d.opts.MaxContainerItems)
+	}
+	height := dict.height
+	items := d.slabs.dictItems(len(kv) / 2)
+	for i := range items {
+		key := kv[2*i]
+		switch key.(type) {
+		case *list, *Dict:
+			return d.fail(ErrMalformed, "%s as a dict key (unhashable)", kindOf(key))
+		}
+		k, hk := seal(key)
+		v, hv := seal(kv[2*i+1])
+		items[i] = DictItem{Key: k, Value: v}
+		height = max(height, hk+1, hv+1)
+	}
+	if dict.frozen {
+		return d.fail(ErrMalformed, "setting items of a dict that is already inside another container (a recursive structure?)")
+	}
+	if height > d.opts.MaxDepth {
+		return d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
+	}
+	dict.height = height
+	if dict.Items == nil {
+		dict.Items = items
+	} else {
+		dict.Items = append(dict.Items, items...)
+	}
+	return nil
+}
+
+// seal turns a stack value into the form it takes inside a container or as
+// the result, and returns its nesting depth. A sealed list or dict can no
+// longer be modified.
+func seal(v any) (any, int) {
+	switch x := v.(type) {
+	case *list:
+		x.frozen = true
+		if x.items == nil {
+			x.items = []any{}
+		}
+		return x.items, x.height
+	case *Dict:
+		x.frozen = true
+		return x, x.height
+	case *tuple:
+		return x.items, x.height
+	}
+	return v, 0
+}
+
+func (d *decoder) put(code byte) error {
+	var idx uint64
+	var err error
+	switch code {
+	case opBinPut:
+		idx, err = d.uint(1)
+	case opLongBinPut:
+		idx, err = d.uint(4)
+	default: // MEMOIZE
+		idx = uint64(len(d.memo))
+	}
+	if err != nil {
+		return err
+	}
+	if err := d.need(1); err != nil {
+		return err
+	}
+	if idx >= uint64(d.opts.MaxMemoEntries) {
+		return d.fail(ErrLimit, "memo index %d is over the %d-entry limit", idx, d.opts.MaxMemoEntries)
+	}
+	for uint64(len(d.memo)) <= idx {
+		d.memo = append(d.memo, memoHole{})
+	}
+	d.memo[idx] = d.stack[len(d.stack)-1]
+	return nil
+}
+
+func (d *decoder) get(code byte) error {
+	size := 1
+	if code == opLongBinGet {
+		size = 4
+	}
+	idx, err := d.uint(size)
+	if err != nil {
+		return err
+	}
+	if idx >= uint64(len(d.memo)) {
+		return d.fail(ErrMalformed, "memo index %d was never set", idx)
+	}
+	v := d.memo[idx]
+	if _, hole := v.(memoHole); hole {
+		return d.fail(ErrMalformed, "memo index %d was never set", idx)
+	}
+	return d.push(v)
+}
+
+// kindOf names a stack value's pickle type for errors.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "None"
+	case *list:
+		return "a list"
+	case *Dict:
+		return "a dict"
+	case *tuple:
+		return "a tuple"
+	case int64:
+		return "an int"
+	case float64:
+		return "a float"
+	case bool:
+		return "a bool"
+	case string:
+		return "a str"
+	case []byte:
+		return "bytes"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// slabs hands out the decoder's many small objects from a few large
+// allocations: a 2,000-entry dump holds some 30,000 containers, and one
+// allocation each would make the garbage collector the main cost of
+// decoding. Slices are cut with cap == len, so that an append never writes
+// into a neighbour.
+type slabs struct {
+	dicts  []Dict
+	lists  []list
+	tuples []tuple
+	items  []DictItem
+	vals   []any
+}
+
+const slabLen = 256
+
+func (s *slabs) dict() *Dict {
+	if len(s.dicts) == 0 {
+		s.dicts = make([]Dict, slabLen)
+	}
+	d := &s.dicts[0]
+	s.dicts = s.dicts[1:]
+	d.height = 1
+	return d
+}
+
+func (s *slabs) list() *list {
+	if len(s.lists) == 0 {
+		s.lists = make([]list, slabLen)
+	}
+	l := &s.lists[0]
+	s.lists = s.lists[1:]
+	l.height = 1
+	return l
+}
+
+func (s *slabs) tuple() *tuple {
+	if len(s.tuples) == 0 {
+		s.tuples = make([]tuple, slabLen)
+	}
+	t := &s.tuples[0]
+	s.tuples = s.tuples[1:]
+	t.height = 1
+	return t
+}
+
+func (s *slabs) dictItems(n int) []DictItem {
+	if n > len(s.items) {
+		if n > slabLen*4 {
+			return make([]DictItem, n)
+		}
+		s.items = make([]DictItem, slabLen*4)
+	}
+	out := s.items[:n:n]
+	s.items = s.items[n:]
+	return out
+}
+
+func (s *slabs) values(n int) []any {
+	if n > len(s.vals) {
+		if n > slabLen*4 {
+			return make([]any, n)
+		}
+		s.vals = make([]any, slabLen*4)
+	}
+	out := s.vals[:n:n]
+	s.vals = s.vals[n:]
+	return out
+}

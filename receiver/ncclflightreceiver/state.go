@@ -1,0 +1,118 @@
+package ncclflightreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver"
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+)
+
+// Storage keys.
+const (
+	stateKey     = "ncclflight.state"
+	inspectorKey = "ncclflight.inspector"
+	// Bounds of what is remembered: enough for every dump, file and finding
+	// of a long job, small enough to rewrite on every dump.
+	maxRememberedFiles    = 4096
+	maxRememberedFindings = 4096
+)
+
+// persistedState is what a restart must not forget, so that nothing is
+// emitted twice: which dump versions were read, how far each rank's entries
+// were emitted, and which findings were reported.
+type persistedState struct {
+	// Files: file key (path, inode, size, mtime) → when read (unix s).
+	Files map[string]int64 `json:"files"`
+	// Ranks: "<directory>/<rank>" → emission progress.
+	Ranks map[string]*rankProgress `json:"ranks"`
+	// Findings: deduplication key → when reported (unix s).
+	Findings map[string]int64 `json:"findings"`
+}
+
+// rankProgress tracks one rank's entries. Record ids grow on a rank across
+// all its process groups; an id at or below Watermark was emitted, unless it
+// is still Pending (seen scheduled or started, waiting for a later dump).
+type rankProgress struct {
+	Watermark int64   `json:"watermark"`
+	Pending   []int64 `json:"pending,omitempty"`
+}
+
+func newPersistedState() *persistedState {
+	return &persistedState{Files: map[string]int64{}, Ranks: map[string]*rankProgress{}, Findings: map[string]int64{}}
+}
+
+func (s *persistedState) rank(key string) *rankProgress {
+	p := s.Ranks[key]
+	if p == nil {
+		p = &rankProgress{Watermark: -1}
+		s.Ranks[key] = p
+	}
+	return p
+}
+
+// trim forgets the oldest files and findings beyond the bounds.
+func (s *persistedState) trim() {
+	trimOldest(s.Files, maxRememberedFiles)
+	trimOldest(s.Findings, maxRememberedFindings)
+}
+
+func trimOldest(m map[string]int64, limit int) {
+	if len(m) <= limit {
+		return
+	}
+	type kv struct {
+		k string
+		v int64
+	}
+	all := make([]kv, 0, len(m))
+	for k, v := range m {
+		all = append(all, kv{k, v})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v < all[j].v || all[i].v == all[j].v && all[i].k < all[j].k })
+	for _, e := range all[:len(all)-limit] {
+		delete(m, e.k)
+	}
+}
+
+func loadState(ctx context.Context, c storage.Client) (*persistedState, error) {
+	data, err := c.Get(ctx, stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("ncclflightreceiver: reading state from storage: %w", err)
+	}
+	st := newPersistedState()
+	if data == nil {
+		return st, nil
+	}
+	if err := json.Unmarshal(data, st); err != nil {
+		// A damaged state must not stop the receiver: start afresh (at the
+		// cost of emitting again what the dumps still hold).
+		return newPersistedState(), fmt.Errorf("ncclflightreceiver: state in storage is damaged, starting afresh: %w", err)
+	}
+	if st.Files == nil {
+		st.Files = map[string]int64{}
+	}
+	if st.Ranks == nil {
+		st.Ranks = map[string]*rankProgress{}
+	}
+	if st.Findings == nil {
+		st.Findings = map[string]int64{}
+	}
+	return st, nil
+}
+
+func saveState(ctx context.Context, c storage.Client, st *persistedState) error {
+	st.trim()
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := c.Set(ctx, stateKey, data); err != nil {
+		return fmt.Errorf("ncclflightreceiver: saving state: %w", err)
+	}
+	return nil
+}
+
+func unixNow(now func() time.Time) int64 { return now().Unix() }
