@@ -56,10 +56,13 @@ bin/otelcol-gpu-agent: distributions/agent/manifest.yaml $(GO_SOURCES) | $(OCB)
 bin/otelcol-gpu-gateway: distributions/gateway/manifest.yaml $(GO_SOURCES) | $(OCB)
 	$(call ocb_build,distributions/gateway/manifest.yaml,_build/gateway/otelcol-gpu-gateway)
 
-# The all-in-one binary on a real sysfs tree shipped in the repo (procfs'
-# fixture: mlx4, mlx5 with hw_counters, hfi1), printing what it collects.
+# The all-in-one binary on data shipped in the repo, printing what it
+# collects: a real sysfs tree (procfs' fixture: mlx4, mlx5 with hw_counters,
+# hfi1) and the flight recorder dumps of an 8-rank job with a straggler.
 run: bin/otelcol-gpu
 	SYSFS_ROOT=$${SYSFS_ROOT:-receiver/ibreceiver/testdata/procfs-sys} \
+	NCCL_FR_DIR=$${NCCL_FR_DIR:-receiver/ncclflightreceiver/internal/frdump/testdata/dp8-straggler5-v2.10} \
+	OTELCOL_GPU_STORAGE_DIR=$${OTELCOL_GPU_STORAGE_DIR:-$$(mktemp -d)} \
 	IB_COLLECTION_INTERVAL=$${IB_COLLECTION_INTERVAL:-5s} \
 	OTELCOL_GPU_DEBUG_VERBOSITY=$${OTELCOL_GPU_DEBUG_VERBOSITY:-detailed} \
 	./bin/otelcol-gpu --config distributions/otelcol-gpu/config.yaml

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,7 +202,12 @@ func (r *ncclReceiver) badInput(ctx context.Context, input string) {
 // rankOf returns the rank a dump's file name ends with, else the configured
 // one (-1: unknown).
 func (r *ncclReceiver) rankOf(path string) int {
-	if m := trailingDigits.FindString(filepath.Base(path)); m != "" {
+	base := filepath.Base(path)
+	// The same dump saved as JSON (nccl_trace_rank_3.json) is the same rank.
+	if ext := filepath.Ext(base); ext == ".json" || ext == ".pkl" || ext == ".pickle" {
+		base = strings.TrimSuffix(base, ext)
+	}
+	if m := trailingDigits.FindString(base); m != "" {
 		if n, err := strconv.Atoi(m); err == nil {
 			return n
 		}

@@ -274,3 +274,35 @@ func TestBadDumpsAreSkipped(t *testing.T) {
 		assert.Contains(t, entry.ContextMap()["path"], "_nccl_trace_rank_", "the log line names the file")
 	}
 }
+
+func TestRankFromFileName(t *testing.T) {
+	r := &ncclReceiver{cfg: createDefaultConfig().(*Config)}
+	for name, want := range map[string]int{
+		"/fr/nccl_trace_rank_3":           3,
+		"/fr/host-a12_nccl_trace_rank_17": 17,
+		"/fr/nccl_trace_rank_3.json":      3,
+		"/fr/comm_lib_trace_rank_0":       0,
+		"/fr/nccl_trace_rank_":            -1, // dynamic file name: no rank
+	} {
+		assert.Equal(t, want, r.rankOf(name), name)
+	}
+	r.cfg.FlightRecorder.Rank = 5
+	assert.Equal(t, 5, r.rankOf("/fr/dump"), "the configured rank when the name has none")
+}
+
+// The pickle and the JSON form of the same dump side by side: each
+// operation is emitted once.
+func TestPickleAndJSONOfOneDumpEmitOnce(t *testing.T) {
+	src := filepath.Join("internal", "frdump", "testdata", "dp8-straggler5-v2.10")
+	dir := t.TempDir()
+	for _, name := range []string{"nccl_trace_rank_5", "nccl_trace_rank_5.json"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	e := startReceiver(t, fastConfig(dir), &memStorage{data: map[string][]byte{}})
+	defer e.stop(t)
+	require.Eventually(t, func() bool { return e.obs.FilterMessageSnippet("cannot").Len() == 0 && e.traces.SpanCount() >= 50 }, 20*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, 50, e.traces.SpanCount())
+}

@@ -177,6 +177,7 @@ type parser struct {
 	sizeListArena [][]int64
 	frameArena    []Frame
 	stringArena   []string
+	frameCache    map[*pickle.Dict]Frame
 }
 
 func mapDump(top any) (*Dump, []Warning, error) {
@@ -188,9 +189,13 @@ func mapDump(top any) (*Dump, []Warning, error) {
 }
 
 func (p *parser) top(v any) error {
+	fields, err := fieldsOf(v, func() string { return "(top level)" })
+	if err != nil {
+		return err
+	}
 	var seenConfig, seenStatus bool
-	err := eachField(v, func() string { return "(top level)" }, func(key string, val any) error {
-		var err error
+	for _, f := range fields {
+		key, val := f.Key.(string), f.Value
 		switch key {
 		case "version":
 			p.versionSeen = true
@@ -214,10 +219,9 @@ func (p *parser) top(v any) error {
 		default:
 			p.addUnknown(key)
 		}
-		return err
-	})
-	if err != nil {
-		return err
+		if err != nil {
+			return err
+		}
 	}
 	if !p.versionSeen {
 		p.missingTop = append(p.missingTop, "version")
@@ -248,11 +252,21 @@ func (p *parser) pgConfig(val any) error {
 	if val == nil {
 		return nil
 	}
-	return eachField(val, func() string { return "pg_config" }, func(name string, cfgVal any) error {
+	groups, err := fieldsOf(val, func() string { return "pg_config" })
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		name := g.Key.(string)
 		path := func() string { return "pg_config[" + strconv.Quote(name) + "]" }
+		fields, err := fieldsOf(g.Value, path)
+		if err != nil {
+			return err
+		}
 		cfg := PGConfig{Name: name} // torch keys pg_config by the group's name
 		var seenName, seenDesc, seenRanks bool
-		err := eachField(cfgVal, path, func(key string, v any) error {
+		for _, f := range fields {
+			key, v := f.Key.(string), f.Value
 			switch key {
 			case "name", "desc":
 				s, ok := v.(string)
@@ -274,10 +288,6 @@ func (p *parser) pgConfig(val any) error {
 			default:
 				p.addUnknown("pg_config[]." + key)
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		p.noteMissing("pg_config[].name", seenName)
 		p.noteMissing("pg_config[].desc", seenDesc)
@@ -286,9 +296,13 @@ func (p *parser) pgConfig(val any) error {
 			p.dump.PGConfig = map[string]PGConfig{}
 		}
 		p.dump.PGConfig[name] = cfg
-		return nil
-	})
+	}
+	return nil
 }
+
+// maxRanks caps the members of one process group (a guard against a
+// crafted ranks string; the largest jobs have some 100,000 ranks).
+const maxRanks = 1 << 20
 
 // parseRanks reads torch's "[0, 1, 2]" (or "[0,1,2]" from torchcomms), or
 // a list of integers.
@@ -303,7 +317,11 @@ func parseRanks(v any) ([]int, bool) {
 		if s == "" {
 			return []int{}, true
 		}
-		ranks := make([]int, 0, strings.Count(s, ",")+1)
+		n := strings.Count(s, ",") + 1
+		if n > maxRanks {
+			return nil, false
+		}
+		ranks := make([]int, 0, n)
 		for field := range strings.SplitSeq(s, ",") {
 			r, err := strconv.Atoi(strings.TrimSpace(field))
 			if err != nil || r < 0 {
@@ -314,6 +332,9 @@ func parseRanks(v any) ([]int, bool) {
 		return ranks, true
 	case []any, pickle.Tuple:
 		items, _ := asList(x)
+		if len(items) > maxRanks {
+			return nil, false
+		}
 		ranks := make([]int, 0, len(items))
 		for _, it := range items {
 			r, ok := asInt(it)
@@ -331,11 +352,21 @@ func (p *parser) pgStatus(val any) error {
 	if val == nil {
 		return nil
 	}
-	return eachField(val, func() string { return "pg_status" }, func(id string, stVal any) error {
+	groups, err := fieldsOf(val, func() string { return "pg_status" })
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		id := g.Key.(string)
 		path := func() string { return "pg_status[" + strconv.Quote(id) + "]" }
+		fields, err := fieldsOf(g.Value, path)
+		if err != nil {
+			return err
+		}
 		st := PGStatus{LastEnqueued: -1, LastStarted: -1, LastCompleted: -1}
 		var seen [3]bool
-		err := eachField(stVal, path, func(key string, v any) error {
+		for _, f := range fields {
+			key, v := f.Key.(string), f.Value
 			var dst *int64
 			var i int
 			switch key {
@@ -347,7 +378,7 @@ func (p *parser) pgStatus(val any) error {
 				dst, i = &st.LastCompleted, 2
 			default:
 				p.addUnknown("pg_status[]." + key)
-				return nil
+				continue
 			}
 			// Integers in pickle, decimal strings in JSON.
 			n, ok := asInt(v)
@@ -360,10 +391,6 @@ func (p *parser) pgStatus(val any) error {
 				return &FieldError{Path: path() + "." + key, Want: "an integer", Got: describe(v)}
 			}
 			*dst, seen[i] = n, true
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		p.noteMissing("pg_status[].last_enqueued_collective", seen[0])
 		p.noteMissing("pg_status[].last_started_collective", seen[1])
@@ -372,8 +399,8 @@ func (p *parser) pgStatus(val any) error {
 			p.dump.PGStatus = map[string]PGStatus{}
 		}
 		p.dump.PGStatus[id] = st
-		return nil
-	})
+	}
+	return nil
 }
 
 func (p *parser) entries(val any) error {
@@ -394,8 +421,13 @@ func (p *parser) entries(val any) error {
 }
 
 func (p *parser) entry(idx int, v any, e *Entry) error {
+	fields, err := fieldsOf(v, func() string { return entryPath(idx, "") })
+	if err != nil {
+		return err
+	}
 	var seen uint32
-	err := eachField(v, func() string { return entryPath(idx, "") }, func(key string, val any) error {
+	for _, field := range fields {
+		key, val := field.Key.(string), field.Value
 		var ok bool
 		var want string
 		var f int
@@ -476,24 +508,18 @@ func (p *parser) entry(idx int, v any, e *Entry) error {
 			e.ThreadID, ok = asIDString(val)
 		case "frames":
 			f = fFrames
-			var err error
-			e.Frames, err = p.frames(idx, val)
-			if err != nil {
+			if e.Frames, err = p.frames(idx, val); err != nil {
 				return err
 			}
 			ok = true
 		default:
 			p.addUnknown("entries[]." + key)
-			return nil
+			continue
 		}
 		if !ok {
 			return &FieldError{Path: entryPath(idx, key), Want: want, Got: describe(val)}
 		}
 		seen |= 1 << f
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	for missing := ^seen & (1<<numEntryFields - 1); missing != 0; missing &= missing - 1 {
 		p.missingEntry[bits.TrailingZeros32(missing)]++
@@ -515,9 +541,23 @@ func (p *parser) frames(idx int, val any) ([]Frame, error) {
 	frames := p.frameArena[:len(items):len(items)]
 	p.frameArena = p.frameArena[len(items):]
 	for i, fv := range items {
-		fr := &frames[i]
+		// torch shares each distinct frame dict among all the entries
+		// that show it: convert each once.
+		d, shared := fv.(*pickle.Dict)
+		if shared {
+			if f, ok := p.frameCache[d]; ok {
+				frames[i] = f
+				continue
+			}
+		}
 		path := func() string { return entryPath(idx, "frames") + "[" + strconv.Itoa(i) + "]" }
-		err := eachField(fv, path, func(key string, v any) error {
+		fields, err := fieldsOf(fv, path)
+		if err != nil {
+			return nil, err
+		}
+		fr := &frames[i]
+		for _, field := range fields {
+			key, v := field.Key.(string), field.Value
 			ok := true
 			var want string
 			switch key {
@@ -534,12 +574,14 @@ func (p *parser) frames(idx int, val any) ([]Frame, error) {
 				p.addUnknown("entries[].frames[]." + key)
 			}
 			if !ok {
-				return &FieldError{Path: path() + "." + key, Want: want, Got: describe(v)}
+				return nil, &FieldError{Path: path() + "." + key, Want: want, Got: describe(v)}
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+		}
+		if shared {
+			if p.frameCache == nil {
+				p.frameCache = map[*pickle.Dict]Frame{}
+			}
+			p.frameCache[d] = *fr
 		}
 	}
 	return frames, nil
@@ -661,30 +703,27 @@ func entryPath(idx int, key string) string {
 	return p
 }
 
-// eachField calls fn with each key and value of a dict of either form. path
-// names the dict in errors; it is called only on error.
-func eachField(v any, path func() string, fn func(key string, val any) error) error {
+// fieldsOf returns the items of a dict of either form, all with string keys:
+// a pickled dict's in their order, a JSON object's sorted by key. path names
+// the dict in errors; it is called only on error.
+func fieldsOf(v any, path func() string) ([]pickle.DictItem, error) {
 	switch m := v.(type) {
 	case *pickle.Dict:
 		for _, it := range m.Items {
-			key, ok := it.Key.(string)
-			if !ok {
-				return &FieldError{Path: path(), Want: "string keys", Got: describe(it.Key) + " key"}
-			}
-			if err := fn(key, it.Value); err != nil {
-				return err
+			if _, ok := it.Key.(string); !ok {
+				return nil, &FieldError{Path: path(), Want: "string keys", Got: describe(it.Key) + " key"}
 			}
 		}
-		return nil
+		return m.Items, nil
 	case map[string]any:
+		fields := make([]pickle.DictItem, 0, len(m))
 		for key, val := range m {
-			if err := fn(key, val); err != nil {
-				return err
-			}
+			fields = append(fields, pickle.DictItem{Key: key, Value: val})
 		}
-		return nil
+		slices.SortFunc(fields, func(a, b pickle.DictItem) int { return strings.Compare(a.Key.(string), b.Key.(string)) })
+		return fields, nil
 	}
-	return &FieldError{Path: path(), Want: "a dict", Got: describe(v)}
+	return nil, &FieldError{Path: path(), Want: "a dict", Got: describe(v)}
 }
 
 // asList accepts a list (either form) or a pickled tuple.

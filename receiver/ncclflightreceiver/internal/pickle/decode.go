@@ -592,9 +592,9 @@ func (d *decoder) newTuple(items []any) (any, error) {
 	for i, v := range items {
 		sv, h := seal(v)
 		t.items[i] = sv
-		t.height = max(t.height, h+1)
+		t.height = max(t.height, int32(h+1))
 	}
-	if t.height > d.opts.MaxDepth {
+	if int(t.height) > d.opts.MaxDepth {
 		return nil, d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
 	}
 	return t, nil
@@ -621,7 +621,7 @@ func (d *decoder) appendItems(target any, items []any) error {
 	if len(l.items)+len(items) > d.opts.MaxContainerItems {
 		return d.fail(ErrLimit, "a list of more than %d items", d.opts.MaxContainerItems)
 	}
-	height := l.height
+	height := int(l.height)
 	// Seal the items (in place: they are stack slots about to be dropped)
 	// before checking the target, so that appending a list to itself is
 	// caught as a modification of a sealed list.
@@ -636,7 +636,7 @@ func (d *decoder) appendItems(target any, items []any) error {
 	if height > d.opts.MaxDepth {
 		return d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
 	}
-	l.height = height
+	l.height = int32(height)
 	if l.items == nil {
 		l.items = d.slabs.values(len(items))[:0] // never alias the stack
 	}
@@ -655,7 +655,7 @@ func (d *decoder) setItems(target any, kv []any) error {
 	if len(dict.Items)+len(kv)/2 > d.opts.MaxContainerItems {
 		return d.fail(ErrLimit, "a dict of more than %d items", d.opts.MaxContainerItems)
 	}
-	height := dict.height
+	height := int(dict.height)
 	items := d.slabs.dictItems(len(kv) / 2)
 	for i := range items {
 		key := kv[2*i]
@@ -674,7 +674,7 @@ func (d *decoder) setItems(target any, kv []any) error {
 	if height > d.opts.MaxDepth {
 		return d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
 	}
-	dict.height = height
+	dict.height = int32(height)
 	if dict.Items == nil {
 		dict.Items = items
 	} else {
@@ -693,12 +693,12 @@ func seal(v any) (any, int) {
 		if x.items == nil {
 			x.items = []any{}
 		}
-		return x.items, x.height
+		return x.items, int(x.height)
 	case *Dict:
 		x.frozen = true
-		return x, x.height
+		return x, int(x.height)
 	case *tuple:
-		return x.items, x.height
+		return x.items, int(x.height)
 	}
 	return v, 0
 }

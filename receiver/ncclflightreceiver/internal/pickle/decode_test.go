@@ -429,3 +429,54 @@ func readFile(tb testing.TB, path string) []byte {
 	require.NoError(tb, err)
 	return data
 }
+
+// BenchmarkDecode2000Entries decodes a stream shaped like a 2,000-entry
+// flight recorder dump as torch's pickler writes it: 22 keys per entry and
+// 16 frames drawn from a few dozen shared frame dicts.
+func BenchmarkDecode2000Entries(b *testing.B) {
+	w := pickletest.NewWriter().BeginDict().String("entries").BeginList()
+	frameIDs := map[int]uint32{}
+	for i := range 2000 {
+		w.BeginDict()
+		w.String("frames").BeginList()
+		for f := range 16 {
+			k := i%4 + f
+			if id, ok := frameIDs[k]; ok {
+				w.Get(id)
+				continue
+			}
+			w.BeginDict().String("name").String("fn_" + strconv.Itoa(k)).
+				String("filename").String("module_" + strconv.Itoa(k%7) + ".py").
+				String("line").Int(int64(100 + k)).EndDict()
+			frameIDs[k] = w.Memo()
+		}
+		w.EndList()
+		for _, key := range []string{"record_id", "pg_id", "collective_seq_id", "p2p_seq_id", "op_id", "timeout_ms"} {
+			w.String(key).Int(int64(i * 1000))
+		}
+		w.String("process_group").String("0").String("default_pg").Tuple2()
+		w.String("thread_name").String("pt_nccl_watchdg").String("thread_id").String("140230000000000")
+		w.String("profiling_name").String("nccl:all_reduce")
+		w.String("time_created_ns").Int(1764403200340963556 + int64(i))
+		w.String("duration_ms").Float(9.5)
+		for _, key := range []string{"input_sizes", "output_sizes"} {
+			w.String(key).BeginList().BeginList().Int(13107200).EndList().EndList()
+		}
+		for _, key := range []string{"input_dtypes", "output_dtypes"} {
+			w.String(key).BeginList().String("BFloat16").EndList()
+		}
+		w.String("state").String("completed")
+		w.String("time_discovered_started_ns").Int(1764403200340963556 + int64(i))
+		w.String("time_discovered_completed_ns").None()
+		w.String("retired").Bool(true).String("is_p2p").Bool(false)
+		w.EndDict()
+	}
+	data := w.EndList().EndDict().Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

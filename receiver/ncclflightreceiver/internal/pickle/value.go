@@ -21,8 +21,8 @@ package pickle // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflight
 type Dict struct {
 	Items []DictItem
 
-	height int  // nesting depth of the value, 1 for a dict of scalars
-	frozen bool // placed inside another container: no more SETITEMs
+	height int32 // nesting depth of the value, 1 for a dict of scalars
+	frozen bool  // placed inside another container: no more SETITEMs
 }
 
 // DictItem is one key/value pair of a Dict.
@@ -67,7 +67,7 @@ func comparableKey(k any) bool {
 // (Python's pickler memoizes a list before it appends the items).
 type list struct {
 	items  []any
-	height int
+	height int32
 	frozen bool
 }
 
@@ -75,5 +75,5 @@ type list struct {
 // memo, so that depth checks never walk a value twice.
 type tuple struct {
 	items  Tuple
-	height int
+	height int32
 }
