@@ -164,4 +164,3 @@ func serveRAS(conn net.Conn, status []byte) {
 		}
 	}
 }
-
