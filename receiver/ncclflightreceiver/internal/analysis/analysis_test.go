@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -25,93 +24,16 @@ func TestMain(m *testing.M) {
 
 // --- fixtures -------------------------------------------------------------
 
-// jsonDump is the JSON form of a dump, decoded only as far as these tests
-// need (the receiver's own parser lives in another package).
-type jsonDump struct {
-	Version  string `json:"version"`
-	PGConfig map[string]struct {
-		Name  string `json:"name"`
-		Desc  string `json:"desc"`
-		Ranks string `json:"ranks"`
-	} `json:"pg_config"`
-	PGStatus map[string]map[string]string `json:"pg_status"`
-	Entries  []struct {
-		RecordID                  int64     `json:"record_id"`
-		PGID                      int64     `json:"pg_id"`
-		ProcessGroup              []string  `json:"process_group"`
-		CollectiveSeqID           int64     `json:"collective_seq_id"`
-		P2PSeqID                  int64     `json:"p2p_seq_id"`
-		OpID                      int64     `json:"op_id"`
-		ProfilingName             string    `json:"profiling_name"`
-		TimeCreatedNs             int64     `json:"time_created_ns"`
-		DurationMs                *float64  `json:"duration_ms"`
-		InputSizes                [][]int64 `json:"input_sizes"`
-		OutputSizes               [][]int64 `json:"output_sizes"`
-		InputDtypes               []string  `json:"input_dtypes"`
-		OutputDtypes              []string  `json:"output_dtypes"`
-		State                     string    `json:"state"`
-		TimeDiscoveredStartedNs   int64     `json:"time_discovered_started_ns"`
-		TimeDiscoveredCompletedNs int64     `json:"time_discovered_completed_ns"`
-		Retired                   bool      `json:"retired"`
-		TimeoutMs                 int64     `json:"timeout_ms"`
-		IsP2P                     bool      `json:"is_p2p"`
-	} `json:"entries"`
-}
-
-func loadJSONDump(t testing.TB, path string) *frdump.Dump {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var j jsonDump
-	require.NoError(t, json.Unmarshal(raw, &j))
-	v, err := frdump.ParseVersion(j.Version)
-	require.NoError(t, err)
-	d := &frdump.Dump{Version: v, PGConfig: map[string]frdump.PGConfig{}, PGStatus: map[string]frdump.PGStatus{}}
-	for k, c := range j.PGConfig {
-		var ranks []int
-		for _, s := range strings.Split(strings.Trim(c.Ranks, "[]"), ",") {
-			r, err := strconv.Atoi(strings.TrimSpace(s))
-			require.NoError(t, err)
-			ranks = append(ranks, r)
-		}
-		d.PGConfig[k] = frdump.PGConfig{Name: c.Name, Desc: c.Desc, Ranks: ranks}
-	}
-	atoi := func(s string) int64 {
-		n, err := strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err)
-		return n
-	}
-	for k, s := range j.PGStatus {
-		d.PGStatus[k] = frdump.PGStatus{
-			LastEnqueued:  atoi(s["last_enqueued_collective"]),
-			LastStarted:   atoi(s["last_started_collective"]),
-			LastCompleted: atoi(s["last_completed_collective"]),
-		}
-	}
-	for _, je := range j.Entries {
-		require.Len(t, je.ProcessGroup, 2)
-		e := frdump.Entry{
-			RecordID: je.RecordID, PGID: je.PGID, PGName: je.ProcessGroup[0], PGDesc: je.ProcessGroup[1],
-			CollectiveSeqID: je.CollectiveSeqID, P2PSeqID: je.P2PSeqID, OpID: je.OpID,
-			ProfilingName: je.ProfilingName, TimeCreatedNs: je.TimeCreatedNs,
-			InputSizes: je.InputSizes, OutputSizes: je.OutputSizes,
-			InputDtypes: je.InputDtypes, OutputDtypes: je.OutputDtypes, State: je.State,
-			TimeDiscoveredStartedNs: je.TimeDiscoveredStartedNs, TimeDiscoveredCompletedNs: je.TimeDiscoveredCompletedNs,
-			Retired: je.Retired, TimeoutMs: je.TimeoutMs, IsP2P: je.IsP2P,
-		}
-		if je.DurationMs != nil {
-			e.DurationMs, e.HasDuration = *je.DurationMs, true
-		}
-		d.Entries = append(d.Entries, e)
-	}
-	return d
-}
-
 func loadFixture(t testing.TB, dir string, ranks int) []RankDump {
 	t.Helper()
 	out := make([]RankDump, ranks)
 	for r := range ranks {
-		out[r] = RankDump{Rank: r, Dump: loadJSONDump(t, filepath.Join("testdata", dir, "nccl_trace_rank_"+strconv.Itoa(r)+".json"))}
+		// The fixtures live once, with the parser that reads them.
+		raw, err := os.ReadFile(filepath.Join("..", "frdump", "testdata", dir, "nccl_trace_rank_"+strconv.Itoa(r)))
+		require.NoError(t, err)
+		d, _, err := frdump.Parse(raw)
+		require.NoError(t, err)
+		out[r] = RankDump{Rank: r, Dump: d}
 	}
 	return out
 }
