@@ -1,0 +1,17 @@
+// Package metadata holds the identity of the stepspan processor, written by
+// hand in the shape mdatagen produces; metadata.yaml documents the same.
+package metadata // import "github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor/internal/metadata"
+
+import (
+	"go.opentelemetry.io/collector/component"
+)
+
+var (
+	// Type is the component type: "stepspan".
+	Type = component.MustNewType("stepspan")
+	// ScopeName is the scope of the spans the processor writes.
+	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor"
+)
+
+// TracesStability is the stability of the traces signal.
+const TracesStability = component.StabilityLevelDevelopment

@@ -1,0 +1,433 @@
+package stepspanprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor"
+
+import (
+	"context"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+)
+
+// Names of the training contract (docs/training-scripts.md).
+const (
+	stepSpanName      = "train.step"
+	attrAttempt       = "training.attempt"
+	attrCollCount     = "nccl.collectives.count"
+	attrCollTotalNs   = "nccl.collectives.total_ns"
+	attrCollMaxNs     = "nccl.collectives.max_ns"
+	attrCollMaxName   = "nccl.collectives.max_name"
+	attrCollOffsetsNs = "nccl.collectives.enqueue_offsets_ns"
+	attrCollAnomalies = "nccl.collectives.anomalies"
+	// flushEvery is how often held steps and orphan collectives are checked.
+	flushEvery = 100 * time.Millisecond
+)
+
+// stepKey identifies one rank's record of one step.
+type stepKey struct {
+	job     string
+	attempt int64
+	step    int64
+	rank    int64
+}
+
+// openStep is a step span held for its rank's late collectives.
+type openStep struct {
+	key      stepKey
+	td       ptrace.Traces // the span with its resource and scope, alone
+	host     string
+	start    time.Time
+	end      time.Time
+	deadline time.Time
+}
+
+// collective is one collective span of a rank, kept until a step claims it
+// or it is forwarded as an orphan.
+type collective struct {
+	td       ptrace.Traces
+	name     string
+	start    time.Time
+	end      time.Time
+	failed   bool
+	arrived  time.Time
+	claimed  bool
+	anomaly  bool
+	resolved bool // sent on (under a step, or as an orphan) or dropped as summarised
+}
+
+type rankKey struct {
+	host string
+	rank int64
+}
+
+type stepSpanProcessor struct {
+	cfg    *Config
+	logger *zap.Logger
+	next   consumer.Traces
+	now    func() time.Time
+
+	mu          sync.Mutex
+	steps       map[stepKey]*openStep
+	collectives map[rankKey][]*collective
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newStepSpanProcessor(cfg *Config, set processor.Settings, next consumer.Traces) *stepSpanProcessor {
+	return &stepSpanProcessor{
+		cfg:         cfg,
+		logger:      set.Logger,
+		next:        next,
+		now:         time.Now,
+		steps:       map[stepKey]*openStep{},
+		collectives: map[rankKey][]*collective{},
+	}
+}
+
+func (p *stepSpanProcessor) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+func (p *stepSpanProcessor) Start(context.Context, component.Host) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(flushEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.flush(ctx, false)
+			}
+		}
+	}()
+	return nil
+}
+
+// Shutdown sends everything held: steps with what they collected, and
+// unclaimed collectives.
+func (p *stepSpanProcessor) Shutdown(ctx context.Context) error {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+	p.flush(ctx, true)
+	return nil
+}
+
+// ConsumeTraces sorts spans into steps (held), collectives (kept for the
+// steps) and everything else (sent on at once).
+func (p *stepSpanProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	now := p.now()
+	var evicted []*openStep
+	p.mu.Lock()
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		res := rs.Resource().Attributes()
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
+				switch {
+				case span.Name() == stepSpanName:
+					if s := p.holdStep(res, ss.Scope(), span, now); s != nil {
+						evicted = append(evicted, s)
+					}
+					return true
+				case isCollective(span):
+					p.keepCollective(res, ss.Scope(), span, now)
+					return true
+				}
+				return false
+			})
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+	p.mu.Unlock()
+	for _, s := range evicted {
+		p.sendStep(ctx, s)
+	}
+	if td.SpanCount() == 0 {
+		return nil
+	}
+	return p.next.ConsumeTraces(ctx, td)
+}
+
+func isCollective(span ptrace.Span) bool {
+	src, ok := span.Attributes().Get(semconv.AttrNCCLSource)
+	return ok && (src.Str() == "flight_recorder" || src.Str() == "inspector")
+}
+
+// intAttr reads an int attribute from the span, then the resource.
+func intAttr(span, res pcommon.Map, key string) (int64, bool) {
+	for _, m := range []pcommon.Map{span, res} {
+		if v, ok := m.Get(key); ok {
+			switch v.Type() {
+			case pcommon.ValueTypeInt:
+				return v.Int(), true
+			case pcommon.ValueTypeDouble:
+				if f := v.Double(); f == math.Trunc(f) {
+					return int64(f), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+func strAttr(span, res pcommon.Map, key string) string {
+	for _, m := range []pcommon.Map{span, res} {
+		if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr {
+			return v.Str()
+		}
+	}
+	return ""
+}
+
+// holdStep gives a rank's step span the contract's ids and holds it for
+// collective_wait. A span missing the job, step or rank keeps its own ids
+// (and is still held, so it leaves in order). It returns a step evicted by
+// the max_open_steps bound, to be sent at once.
+func (p *stepSpanProcessor) holdStep(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) *openStep {
+	attrs := span.Attributes()
+	p.capStrings(attrs)
+	key := stepKey{job: strAttr(attrs, res, semconv.AttrTrainingJobID), rank: -1}
+	key.attempt, _ = intAttr(attrs, res, attrAttempt)
+	step, hasStep := intAttr(attrs, res, semconv.AttrIterationStep)
+	rank, hasRank := intAttr(attrs, res, semconv.AttrTrainingRank)
+	key.step = step
+	if hasRank {
+		key.rank = rank
+	}
+	if key.job != "" && hasStep && hasRank {
+		span.SetTraceID(stepid.TraceID(key.job, key.attempt, step))
+		span.SetSpanID(stepid.RankSpanID(key.job, key.attempt, step, rank))
+		span.SetParentSpanID(stepid.RootSpanID(key.job, key.attempt, step))
+	}
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	res.CopyTo(rs.Resource().Attributes())
+	ss := rs.ScopeSpans().AppendEmpty()
+	scope.CopyTo(ss.Scope())
+	span.CopyTo(ss.Spans().AppendEmpty())
+	s := &openStep{
+		key:      key,
+		td:       td,
+		host:     strAttr(res, res, semconv.AttrHostName),
+		start:    span.StartTimestamp().AsTime(),
+		end:      span.EndTimestamp().AsTime(),
+		deadline: now.Add(p.cfg.CollectiveWait),
+	}
+	if old, dup := p.steps[key]; dup {
+		// The same rank's step again (a replay after an agent restart):
+		// the newest record wins, the older is sent as it is.
+		p.steps[key] = s
+		return old
+	}
+	p.steps[key] = s
+	if len(p.steps) > p.cfg.MaxOpenSteps {
+		return p.evictOldestStep()
+	}
+	return nil
+}
+
+func (p *stepSpanProcessor) evictOldestStep() *openStep {
+	var oldest *openStep
+	for _, s := range p.steps {
+		if oldest == nil || s.deadline.Before(oldest.deadline) {
+			oldest = s
+		}
+	}
+	delete(p.steps, oldest.key)
+	return oldest
+}
+
+// capStrings truncates string attributes over max_attribute_bytes: a
+// script's bug must not become the collector's memory problem.
+func (p *stepSpanProcessor) capStrings(m pcommon.Map) {
+	limit := p.cfg.MaxAttributeBytes
+	m.Range(func(k string, v pcommon.Value) bool {
+		if v.Type() == pcommon.ValueTypeStr && len(v.Str()) > limit {
+			v.SetStr(v.Str()[:limit])
+		}
+		return true
+	})
+}
+
+// keepCollective stores a collective span of a rank for the steps.
+func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) {
+	rank, _ := intAttr(res, res, semconv.AttrTrainingRank)
+	rk := rankKey{host: strAttr(res, res, semconv.AttrHostName), rank: rank}
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	res.CopyTo(rs.Resource().Attributes())
+	ss := rs.ScopeSpans().AppendEmpty()
+	scope.CopyTo(ss.Scope())
+	span.CopyTo(ss.Spans().AppendEmpty())
+	c := &collective{
+		td:      td,
+		name:    span.Name(),
+		start:   span.StartTimestamp().AsTime(),
+		end:     span.EndTimestamp().AsTime(),
+		failed:  span.Status().Code() == ptrace.StatusCodeError,
+		arrived: now,
+	}
+	list := p.collectives[rk]
+	if list == nil && len(p.collectives) >= p.cfg.MaxRanks {
+		p.logger.Debug("stepspanprocessor: too many ranks, forwarding a collective unsummarised", zap.Int64("rank", rank))
+		c.resolved = true // the flush forwards it below
+	}
+	list = append(list, c)
+	if len(list) > p.cfg.MaxCollectivesPerRank {
+		list = list[len(list)-p.cfg.MaxCollectivesPerRank:]
+	}
+	p.collectives[rk] = list
+}
+
+// flush sends steps whose wait is over (all of them when final) with the
+// summary of their collectives, and forwards orphan collectives.
+func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
+	now := p.now()
+	p.mu.Lock()
+	var due []*openStep
+	for k, s := range p.steps {
+		if final || !now.Before(s.deadline) {
+			due = append(due, s)
+			delete(p.steps, k)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].start.Before(due[j].start) })
+	var out []ptrace.Traces
+	for _, s := range due {
+		out = append(out, p.summarise(s)...)
+	}
+	for rk, list := range p.collectives {
+		kept := list[:0]
+		for _, c := range list {
+			switch {
+			case c.claimed:
+				continue // summarised (anomalies went out with their step)
+			case final || c.resolved || now.Sub(c.arrived) >= p.cfg.OrphanAfter:
+				out = append(out, c.td) // no step claimed it: send it as it is
+			default:
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.collectives, rk)
+		} else {
+			p.collectives[rk] = kept
+		}
+	}
+	p.mu.Unlock()
+	for _, td := range out {
+		p.send(ctx, td)
+	}
+}
+
+// summarise folds the collectives of the step's rank that ran within the
+// step into attributes of the step span, and returns the step plus its
+// anomalous collectives re-parented under it. The caller holds p.mu.
+func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
+	span := s.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	list := p.collectives[rankKey{host: s.host, rank: s.key.rank}]
+	medians := medianDurations(list)
+	var (
+		count   int64
+		total   time.Duration
+		longest time.Duration
+		longNm  string
+		offsets []any
+		out     = []ptrace.Traces{s.td}
+	)
+	for _, c := range list {
+		if c.claimed || c.start.Before(s.start) || c.start.After(s.end) {
+			continue
+		}
+		c.claimed = true
+		d := c.end.Sub(c.start)
+		count++
+		total += d
+		if d > longest {
+			longest, longNm = d, c.name
+		}
+		// Offsets within this rank's own clock: the step's start and the
+		// collective's enqueue come from the same host.
+		offsets = append(offsets, int64(c.start.Sub(s.start)))
+		if c.failed || (medians[c.name] > 0 && float64(d) > p.cfg.AnomalyFactor*float64(medians[c.name])) {
+			cs := c.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+			cs.SetTraceID(span.TraceID())
+			cs.SetParentSpanID(span.SpanID())
+			out = append(out, c.td)
+		}
+	}
+	a := span.Attributes()
+	a.PutInt(attrCollCount, count)
+	if count > 0 {
+		a.PutInt(attrCollTotalNs, int64(total))
+		a.PutInt(attrCollMaxNs, int64(longest))
+		a.PutStr(attrCollMaxName, longNm)
+		_ = a.PutEmptySlice(attrCollOffsetsNs).FromRaw(offsets)
+	}
+	a.PutInt(attrCollAnomalies, int64(len(out)-1))
+	return out
+}
+
+// medianDurations is each collective kind's median duration on a rank: the
+// rank's usual, against which a slow one stands out.
+func medianDurations(list []*collective) map[string]time.Duration {
+	byName := map[string][]time.Duration{}
+	for _, c := range list {
+		byName[c.name] = append(byName[c.name], c.end.Sub(c.start))
+	}
+	med := make(map[string]time.Duration, len(byName))
+	for name, ds := range byName {
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		med[name] = ds[len(ds)/2]
+	}
+	return med
+}
+
+// sendStep sends a step without waiting (evicted by a bound).
+func (p *stepSpanProcessor) sendStep(ctx context.Context, s *openStep) {
+	p.mu.Lock()
+	out := p.summarise(s)
+	p.mu.Unlock()
+	for _, td := range out {
+		p.send(ctx, td)
+	}
+}
+
+// send passes traces on with training.job.id in the client metadata, so the
+// kafka exporter keys them by job.
+func (p *stepSpanProcessor) send(ctx context.Context, td ptrace.Traces) {
+	res := td.ResourceSpans().At(0).Resource().Attributes()
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	if job := strAttr(span.Attributes(), res, semconv.AttrTrainingJobID); job != "" {
+		info := client.FromContext(ctx)
+		md := map[string][]string{semconv.AttrTrainingJobID: {job}}
+		for k := range info.Metadata.Keys() {
+			if k != semconv.AttrTrainingJobID {
+				md[k] = info.Metadata.Get(k)
+			}
+		}
+		info.Metadata = client.NewMetadata(md)
+		ctx = client.NewContext(ctx, info)
+	}
+	if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		p.logger.Warn("stepspanprocessor: spans refused downstream", zap.Int("spans", td.SpanCount()), zap.Error(err))
+	}
+}
