@@ -49,6 +49,7 @@ type openStep struct {
 	start    time.Time
 	end      time.Time
 	deadline time.Time
+	gone     bool // sent; still in the arrival queue until popped
 }
 
 // collective is one collective span of a rank, kept until a step claims it
@@ -78,6 +79,7 @@ type stepSpanProcessor struct {
 
 	mu          sync.Mutex
 	steps       map[stepKey]*openStep
+	arrivals    []*openStep // arrival order, for evicting the oldest in O(1)
 	collectives map[rankKey][]*collective
 
 	cancel context.CancelFunc
@@ -231,10 +233,12 @@ func (p *stepSpanProcessor) holdStep(res pcommon.Map, scope pcommon.Instrumentat
 		end:      span.EndTimestamp().AsTime(),
 		deadline: now.Add(p.cfg.CollectiveWait),
 	}
+	p.arrivals = append(p.arrivals, s)
 	if old, dup := p.steps[key]; dup {
 		// The same rank's step again (a replay after an agent restart):
 		// the newest record wins, the older is sent as it is.
 		p.steps[key] = s
+		old.gone = true
 		return old
 	}
 	p.steps[key] = s
@@ -244,15 +248,32 @@ func (p *stepSpanProcessor) holdStep(res pcommon.Map, scope pcommon.Instrumentat
 	return nil
 }
 
+// evictOldestStep removes the step that arrived first and is still held.
 func (p *stepSpanProcessor) evictOldestStep() *openStep {
-	var oldest *openStep
-	for _, s := range p.steps {
-		if oldest == nil || s.deadline.Before(oldest.deadline) {
-			oldest = s
+	for len(p.arrivals) > 0 {
+		s := p.arrivals[0]
+		p.arrivals[0] = nil
+		p.arrivals = p.arrivals[1:]
+		if !s.gone {
+			s.gone = true
+			delete(p.steps, s.key)
+			return s
 		}
 	}
-	delete(p.steps, oldest.key)
-	return oldest
+	return nil
+}
+
+// compactArrivals drops sent steps from the arrival queue so that it stays
+// the size of what is held.
+func (p *stepSpanProcessor) compactArrivals() {
+	kept := p.arrivals[:0]
+	for _, s := range p.arrivals {
+		if !s.gone {
+			kept = append(kept, s)
+		}
+	}
+	clear(p.arrivals[len(kept):])
+	p.arrivals = kept
 }
 
 // capStrings truncates string attributes over max_attribute_bytes: a
@@ -306,8 +327,12 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 	for k, s := range p.steps {
 		if final || !now.Before(s.deadline) {
 			due = append(due, s)
+			s.gone = true
 			delete(p.steps, k)
 		}
+	}
+	if len(due) > 0 {
+		p.compactArrivals()
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].start.Before(due[j].start) })
 	var out []ptrace.Traces

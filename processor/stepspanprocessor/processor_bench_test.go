@@ -1,0 +1,70 @@
+package stepspanprocessor
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor/internal/metadata"
+)
+
+// BenchmarkRankSteps pushes rank-step records through the processor, 8
+// ranks per batch as one agent's node sends them, and flushes them: ids,
+// holding, summarising (no collectives) and sending on. One op is one
+// record.
+func BenchmarkRankSteps(b *testing.B) {
+	cfg := createDefaultConfig().(*Config)
+	p := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+	batches := make([]ptrace.Traces, 0, 1024)
+	for step := int64(0); step < 1024; step++ {
+		td := ptrace.NewTraces()
+		for rank := int64(0); rank < 8; rank++ {
+			stepTraces("llama-70b", 0, step, rank, "xl003", t0, t0.Add(time.Second)).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+		}
+		batches = append(batches, td)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for n < b.N {
+		for _, src := range batches {
+			td := ptrace.NewTraces()
+			src.CopyTo(td)
+			_ = p.ConsumeTraces(ctx, td)
+			n += 8
+			if n >= b.N {
+				break
+			}
+		}
+		p.flush(ctx, true)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkOpenStepMemory reports the heap held per open rank step.
+func BenchmarkOpenStepMemory(b *testing.B) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.CollectiveWait = time.Hour
+	cfg.MaxOpenSteps = 1 << 20
+	for b.Loop() {
+		p := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		const steps = 10000
+		for step := int64(0); step < steps; step++ {
+			_ = p.ConsumeTraces(context.Background(), stepTraces("llama-70b", 0, step, 0, "xl003", t0, t0.Add(time.Second)))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/steps, "B/open-step")
+		runtime.KeepAlive(p)
+	}
+}
