@@ -1,0 +1,71 @@
+package steplogsconnector
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.uber.org/goleak"
+
+	"github.com/otelcol-gpu/otelcol-gpu/connector/steplogsconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestStepRecordsBecomeStepSpans(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	c, err := NewFactory().CreateLogsToTraces(context.Background(), connectortest.NewNopSettings(metadata.Type), &Config{}, sink)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
+	defer func() { require.NoError(t, c.Shutdown(context.Background())) }()
+
+	end := time.Date(2026, 11, 29, 10, 0, 1, 0, time.UTC)
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr(semconv.AttrTrainingJobID, "llama-70b")
+	rl.Resource().Attributes().PutInt(semconv.AttrTrainingRank, 3)
+	lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
+	step := lrs.AppendEmpty()
+	step.SetTimestamp(pcommon.NewTimestampFromTime(end))
+	step.Attributes().PutInt(semconv.AttrIterationStep, 18231)
+	step.Attributes().PutInt(attrDurationNs, int64(900*time.Millisecond))
+	step.Attributes().PutInt("training.phase.forward_ns", 300_000_000)
+	step.Attributes().PutDouble("training.loss", 2.5)
+	notAStep := lrs.AppendEmpty()
+	notAStep.Body().SetStr("epoch 3 done")
+	badDuration := lrs.AppendEmpty()
+	badDuration.Attributes().PutInt(semconv.AttrIterationStep, 1)
+	badDuration.Attributes().PutStr(attrDurationNs, "soon")
+
+	require.NoError(t, c.ConsumeLogs(context.Background(), ld))
+	require.Equal(t, 1, sink.SpanCount(), "only the well-formed step record")
+	rs := sink.AllTraces()[0].ResourceSpans().At(0)
+	job, _ := rs.Resource().Attributes().Get(semconv.AttrTrainingJobID)
+	assert.Equal(t, "llama-70b", job.Str())
+	span := rs.ScopeSpans().At(0).Spans().At(0)
+	assert.Equal(t, stepSpanName, span.Name())
+	assert.Equal(t, end, span.EndTimestamp().AsTime())
+	assert.Equal(t, 900*time.Millisecond, span.EndTimestamp().AsTime().Sub(span.StartTimestamp().AsTime()))
+	s, _ := span.Attributes().Get(semconv.AttrIterationStep)
+	assert.Equal(t, int64(18231), s.Int())
+	_, hasDur := span.Attributes().Get(attrDurationNs)
+	assert.False(t, hasDur, "duration_ns became the span's length")
+	loss, _ := span.Attributes().Get("training.loss")
+	assert.Equal(t, 2.5, loss.Double())
+
+	// A batch with no step record sends nothing.
+	only := plog.NewLogs()
+	only.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
+	require.NoError(t, c.ConsumeLogs(context.Background(), only))
+	assert.Equal(t, 1, sink.SpanCount())
+}
