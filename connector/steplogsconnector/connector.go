@@ -54,9 +54,10 @@ func (c *stepLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	return c.next.ConsumeTraces(ctx, td)
 }
 
-// toSpans converts step records. The record's time is the step's end and
-// duration_ns its length; every other attribute is kept as it is. Ids are
-// left empty: the stepspan processor gives the contract's.
+// toSpans converts step records. The record's time is the step's start
+// (docs/training-scripts.md) and duration_ns its length; every other
+// attribute is kept as it is, and so are the record's ids when the script
+// set them. The stepspan processor gives the contract's ids regardless.
 func toSpans(ld plog.Logs) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rls := ld.ResourceLogs()
@@ -80,17 +81,21 @@ func toSpans(ld plog.Logs) ptrace.Traces {
 					ss.Scope().SetName(metadata.ScopeName)
 					spans = ss.Spans()
 				}
-				end := lr.Timestamp()
-				if end == 0 {
-					end = lr.ObservedTimestamp()
+				start := lr.Timestamp()
+				if start == 0 {
+					// Only the time it was seen: take that as the end.
+					start = pcommon.NewTimestampFromTime(lr.ObservedTimestamp().AsTime().Add(-time.Duration(dur.Int())))
 				}
 				span := spans.AppendEmpty()
 				span.SetName(stepSpanName)
 				span.SetKind(ptrace.SpanKindInternal)
-				span.SetEndTimestamp(end)
-				span.SetStartTimestamp(pcommon.NewTimestampFromTime(end.AsTime().Add(-time.Duration(dur.Int()))))
+				span.SetTraceID(lr.TraceID())
+				span.SetSpanID(lr.SpanID())
+				span.SetStartTimestamp(start)
+				span.SetEndTimestamp(pcommon.NewTimestampFromTime(start.AsTime().Add(time.Duration(dur.Int()))))
 				lr.Attributes().CopyTo(span.Attributes())
 				span.Attributes().Remove(attrDurationNs)
+				span.Attributes().Remove(semconv.AttrEventName)
 			}
 		}
 	}

@@ -1,0 +1,910 @@
+"""Per-step spans of a training loop, for otelcol-gpu.
+
+One ``train.step`` span per rank per step, with the phase durations as
+attributes and the ids of the training-script contract
+(docs/training-scripts.md), so the spans of every rank of a step land in one
+trace without any rank talking to another::
+
+    import otelcol_gpu_step
+
+    steps = otelcol_gpu_step.Steps()          # job, attempt, rank from the environment
+    for n, batch in enumerate(loader):
+        with steps.step(n):
+            with steps.phase("dataload"):
+                batch = next(it)
+            with steps.phase("forward"):
+                loss = model(batch)
+            with steps.phase("backward"):
+                loss.backward()
+            with steps.phase("optimizer"):
+                opt.step()
+            steps.record(tokens=4096, loss=last_loss)
+
+Standard library only (Python >= 3.8). The training loop is never blocked and
+never sees an exception from this module: records go into a bounded queue that
+a background thread posts as OTLP/HTTP JSON; when the queue is full or the
+agent is down, records are dropped and counted (``Steps.dropped``).
+"""
+
+import atexit
+import hashlib
+import http.client
+import importlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import queue
+import re
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+
+__all__ = ["Steps", "trace_id", "rank_span_id", "root_span_id"]
+__version__ = "0.1.0"
+
+_log = logging.getLogger("otelcol_gpu_step")
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+SPAN_NAME = "train.step"
+PHASES = ("dataload", "forward", "backward", "optimizer")
+
+_SPAN_KIND_INTERNAL = 1
+_STATUS_ERROR = 2
+_SEVERITY_INFO = 9
+_PHASE_NAME = re.compile(r"^[a-z0-9_]+$")
+_UUID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
+_POD_IN_CGROUP = re.compile(r"pod(" + _UUID + r")")
+_POD_IN_MOUNTS = re.compile(r"/pods/(" + _UUID + r")/")
+_WAKE = object()  # queued by close() so the sender stops waiting at once
+
+
+# --- The contract's ids (docs/training-scripts.md) -------------------------
+
+
+def _prefix(job_id, attempt, step):
+    return "%s\x00%d\x00%d" % (job_id, int(attempt), int(step))
+
+
+def _sha256_hex(text, nbytes):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[: 2 * nbytes]
+
+
+def trace_id(job_id, attempt, step):
+    """Hex trace id of a step: SHA-256(job + "\\0" + attempt + "\\0" + step)[:16]."""
+    return _sha256_hex(_prefix(job_id, attempt, step), 16)
+
+
+def rank_span_id(job_id, attempt, step, rank):
+    """Hex span id of a rank's step span: SHA-256(... + "\\0" + rank)[:8]."""
+    return _sha256_hex(_prefix(job_id, attempt, step) + "\x00%d" % int(rank), 8)
+
+
+def root_span_id(job_id, attempt, step):
+    """Hex span id of the step's root (the rank spans' parent): SHA-256(... + "\\0root")[:8]."""
+    return _sha256_hex(_prefix(job_id, attempt, step) + "\x00root", 8)
+
+
+# --- Reading the job from the environment ----------------------------------
+
+
+def _env(*names):
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _env_int(*names):
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                return int(value)
+            except ValueError:
+                _log.warning("otelcol_gpu_step: %s=%r is not an integer; ignored", name, value)
+    return None
+
+
+def _otel_resource_attributes():
+    """OTEL_RESOURCE_ATTRIBUTES as a dict (key1=value1,key2=value2, percent-encoded)."""
+    out = {}
+    for item in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            out[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(value.strip())
+    return out
+
+
+def _job_id_from_environment(otel_attrs):
+    explicit = otel_attrs.get("training.job.id")
+    if explicit:
+        return explicit
+    run_id = _env("TORCHELASTIC_RUN_ID")
+    # torchrun's default --rdzv-id is the literal "none": every job would share it.
+    if run_id and run_id.lower() != "none":
+        return run_id
+    return _env("SLURM_JOB_ID")
+
+
+def _gpu_uuid_from_environment():
+    """The GPU's UUID when the container was given exactly one GPU by UUID."""
+    for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        devices = [d.strip() for d in os.environ.get(name, "").split(",") if d.strip()]
+        if len(devices) == 1 and devices[0].startswith(("GPU-", "MIG-")):
+            return devices[0]
+    return None
+
+
+def _k8s_pod_uid_from_environment():
+    value = _env("K8S_POD_UID", "POD_UID")
+    if value:
+        return value
+    for path, pattern in (("/proc/self/cgroup", _POD_IN_CGROUP), ("/proc/self/mountinfo", _POD_IN_MOUNTS)):
+        try:
+            with open(path, "r") as f:
+                match = pattern.search(f.read(1 << 20))
+        except OSError:
+            continue
+        if match:
+            return match.group(1).replace("_", "-")
+    return None
+
+
+def _normalise_gpu_uuid(value):
+    text = str(value)
+    if text.startswith(("GPU-", "MIG-")):
+        return text
+    return "GPU-" + text
+
+
+# --- OTLP JSON encoding (protobuf JSON mapping) ------------------------------
+
+
+def _any_value(value):
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {"doubleValue": "NaN"}
+        if math.isinf(value):
+            return {"doubleValue": "Infinity" if value > 0 else "-Infinity"}
+        return {"doubleValue": value}
+    return {"stringValue": str(value)}
+
+
+def _attributes(mapping):
+    return [{"key": k, "value": _any_value(v)} for k, v in mapping.items() if v is not None]
+
+
+# --- The step being measured ------------------------------------------------
+
+
+class _Step(object):
+    __slots__ = ("n", "start_unix_ns", "start_perf_ns", "end_unix_ns", "phase_ns", "gpu_events",
+                 "phase_windows", "attrs", "error")
+
+    def __init__(self, n):
+        self.n = n
+        self.start_unix_ns = time.time_ns()
+        self.start_perf_ns = time.perf_counter_ns()
+        self.end_unix_ns = 0
+        self.phase_ns = {}  # name -> ns (CPU timing, or GPU timing once resolved)
+        self.gpu_events = []  # (name, start event, end event) until resolved
+        self.phase_windows = []  # (name, start unix ns, end unix ns) for phase child spans
+        self.attrs = {}
+        self.error = None
+
+
+class _StepScope(object):
+    """What ``Steps.step(n)`` returns: a context manager around one step."""
+
+    __slots__ = ("_steps", "_n", "_started")
+
+    def __init__(self, steps, n):
+        self._steps = steps
+        self._n = n
+        self._started = False
+
+    def __enter__(self):
+        self._started = self._steps._begin_step(self._n)
+        return self._steps
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._started:
+            self._steps._end_step(exc_type)
+        return False  # the training loop's own exceptions go on
+
+
+class _PhaseScope(object):
+    """What ``Steps.phase(name)`` returns."""
+
+    __slots__ = ("_steps", "_name", "_token")
+
+    def __init__(self, steps, name):
+        self._steps = steps
+        self._name = name
+        self._token = None
+
+    def __enter__(self):
+        self._token = self._steps._begin_phase(self._name)
+        return self._steps
+
+    def __exit__(self, exc_type, exc, tb):
+        self._steps._end_phase(self._name, self._token)
+        return False
+
+
+class Steps(object):
+    """Measures training steps and sends one record per step to the agent.
+
+    Every argument left as None is read from the environment:
+
+    - ``job_id``: ``training.job.id`` in OTEL_RESOURCE_ATTRIBUTES,
+      TORCHELASTIC_RUN_ID (unless torchrun's default "none"), SLURM_JOB_ID.
+      The same value on every node of the job. Without one the object stays
+      disabled (``enabled`` is False) rather than invent a per-node id.
+    - ``attempt``: TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT, else 0.
+    - ``rank`` / ``local_rank`` / ``world_size``: RANK / LOCAL_RANK /
+      WORLD_SIZE, else SLURM_PROCID / SLURM_LOCALID / SLURM_NTASKS, else 0, 0, 1.
+    - ``service_name``: OTEL_SERVICE_NAME, else "unknown_service:python".
+    - ``gpu_uuid``: torch.cuda.get_device_properties(current device).uuid at
+      the first step when torch with CUDA is present, else a single GPU UUID
+      in CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES.
+    - ``k8s_pod_uid``: K8S_POD_UID / POD_UID (downward API), else the pod
+      directory in /proc/self/cgroup or /proc/self/mountinfo.
+    - ``endpoint``: OTEL_EXPORTER_OTLP_ENDPOINT, else http://127.0.0.1:4318.
+
+    ``mode`` is "spans" (POST /v1/traces) or "logs" (one log record per step
+    on /v1/logs, with ``duration_ns``). ``timing`` is "auto" (CUDA events when
+    torch with CUDA is importable, else CPU), "cuda" or "cpu".
+    ``phase_spans_every=N`` adds a child span per phase on steps divisible by
+    N (0: never). ``dump_flight_recorder_every=N`` asks PyTorch for a NCCL
+    flight-recorder dump every N steps into ``dump_dir``.
+
+    Use from the training thread only; ``close()`` (also run at exit) sends
+    what is queued, waiting at most ``close_timeout`` seconds.
+    """
+
+    def __init__(self, job_id=None, attempt=None, rank=None, local_rank=None, world_size=None, *,
+                 service_name=None, gpu_uuid=None, k8s_pod_uid=None,
+                 pp_stage=None, dp_replica=None, tp_rank=None, resource_attributes=None,
+                 endpoint=None, mode="spans", timing="auto", phase_spans_every=0,
+                 max_queue=2048, max_batch=256, flush_interval=1.0, timeout=1.0, close_timeout=2.0,
+                 max_pending_gpu_steps=64, dump_flight_recorder_every=0, dump_dir=None,
+                 register_atexit=True):
+        self._lock = threading.Lock()  # guards the counters and the warn-once set
+        self._warned = set()
+        self._dropped = 0
+        self._sent = 0
+        self._dumps = 0
+        self._dump_errors = 0
+        self._closed = False
+        self._pid = os.getpid()
+        self._current = None
+        self._pending_gpu = []  # steps whose CUDA events have not completed yet
+        self._torch = None
+        self._timing_resolved = False
+        self._use_cuda = False
+        self._sender = None
+        self._dumper = None
+
+        if mode not in ("spans", "logs"):
+            raise ValueError("otelcol_gpu_step: mode must be 'spans' or 'logs', not %r" % (mode,))
+        if timing not in ("auto", "cuda", "cpu"):
+            raise ValueError("otelcol_gpu_step: timing must be 'auto', 'cuda' or 'cpu', not %r" % (timing,))
+        self.mode = mode
+        self._timing = timing
+        self._phase_spans_every = max(0, int(phase_spans_every or 0))
+        self._max_batch = max(1, int(max_batch))
+        self._flush_interval = max(0.001, float(flush_interval))
+        self._timeout = max(0.001, float(timeout))
+        self._close_timeout = max(0.0, float(close_timeout))
+        self._max_pending_gpu = max(1, int(max_pending_gpu_steps))
+        self._dump_every = max(0, int(dump_flight_recorder_every or 0))
+        self._dump_dir = dump_dir or os.path.dirname(
+            os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or "/tmp/nccl_trace_rank_") or "."
+        self._queue = queue.Queue(maxsize=max(1, int(max_queue)))
+
+        otel_attrs = _otel_resource_attributes()
+        self.job_id = str(job_id) if job_id is not None else _job_id_from_environment(otel_attrs)
+        self.attempt = int(attempt) if attempt is not None else (
+            _env_int("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT") or 0)
+        self.rank = int(rank) if rank is not None else (_env_int("RANK", "SLURM_PROCID") or 0)
+        local_rank = int(local_rank) if local_rank is not None else (
+            _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0)
+        world_size = int(world_size) if world_size is not None else (
+            _env_int("WORLD_SIZE", "SLURM_NTASKS") or 1)
+        self.host_name = socket.gethostname()
+
+        base = endpoint or _env("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT
+        self.endpoint = base.rstrip("/")
+        self._path = "/v1/traces" if mode == "spans" else "/v1/logs"
+
+        resource = dict(otel_attrs)
+        resource.update(resource_attributes or {})
+        resource.update({
+            "service.name": service_name or _env("OTEL_SERVICE_NAME") or resource.get("service.name")
+            or "unknown_service:python",
+            "training.job.id": self.job_id,
+            "training.attempt": self.attempt,
+            "training.rank": self.rank,
+            "training.local_rank": local_rank,
+            "training.world_size": world_size,
+            "host.name": self.host_name,
+            "process.pid": self._pid,
+            "telemetry.sdk.name": "otelcol_gpu_step",
+            "telemetry.sdk.language": "python",
+            "telemetry.sdk.version": __version__,
+        })
+        for key, value in (("training.pp_stage", pp_stage), ("training.dp_replica", dp_replica),
+                           ("training.tp_rank", tp_rank)):
+            if value is not None:
+                resource[key] = int(value)
+        pod_uid = k8s_pod_uid or resource.get("k8s.pod.uid") or _k8s_pod_uid_from_environment()
+        if pod_uid:
+            resource["k8s.pod.uid"] = str(pod_uid)
+        uuid = gpu_uuid or resource.get("gpu.uuid")
+        if uuid:
+            resource["gpu.uuid"] = _normalise_gpu_uuid(uuid)
+        self._resource = resource
+        self._resource_json = None  # built when the first record goes out (gpu.uuid may come late)
+
+        self.enabled = bool(self.job_id)
+        if not self.enabled:
+            _log.warning("otelcol_gpu_step: no job id (pass job_id=, or set TORCHELASTIC_RUN_ID via "
+                         "torchrun --rdzv-id, or SLURM_JOB_ID); step records are not sent")
+        if register_atexit:
+            atexit.register(self.close)
+
+    # --- public API -----------------------------------------------------
+
+    def step(self, n):
+        """Context manager measuring step ``n`` (an int; the same on every rank)."""
+        return _StepScope(self, n)
+
+    def phase(self, name):
+        """Context manager measuring a phase of the current step.
+
+        The contract's phases are "dataload", "forward", "backward" and
+        "optimizer" (attribute ``training.phase.<name>_ns``); a phase entered
+        several times in one step (micro-batches) adds up.
+        """
+        return _PhaseScope(self, name)
+
+    def record(self, tokens=None, loss=None, flops=None, attributes=None):
+        """Adds ``training.tokens``, ``training.loss`` (NaN allowed), ``training.flops``
+        and any other attributes to the current step.
+
+        Pass Python numbers: converting a CUDA tensor here would wait for the GPU.
+        """
+        try:
+            step = self._current
+            if step is None:
+                self._warn_once("record", "record() outside a step is ignored")
+                return
+            if tokens is not None:
+                step.attrs["training.tokens"] = int(tokens)
+            if loss is not None:
+                step.attrs["training.loss"] = float(loss)
+            if flops is not None:
+                step.attrs["training.flops"] = float(flops)
+            if attributes:
+                for key, value in attributes.items():
+                    step.attrs[str(key)] = value
+        except Exception as err:  # never let telemetry break training
+            self._warn_once("record-error", "record() failed: %r", err)
+
+    @property
+    def dropped(self):
+        """Records lost: queue full, agent down or refusing, close() timed out."""
+        with self._lock:
+            return self._dropped
+
+    @property
+    def sent(self):
+        """Records the agent accepted."""
+        with self._lock:
+            return self._sent
+
+    @property
+    def dumps(self):
+        """Flight-recorder dumps written."""
+        with self._lock:
+            return self._dumps
+
+    def close(self, timeout=None):
+        """Sends what is queued and stops the sender, within ``timeout`` seconds
+        (default ``close_timeout``). Records not sent by then are dropped."""
+        try:
+            if self._closed or os.getpid() != self._pid:
+                return
+            bound = self._close_timeout if timeout is None else max(0.0, float(timeout))
+            deadline = time.monotonic() + bound
+            self._resolve_gpu_steps(deadline)  # waits for the GPU, within the bound
+            self._closed = True
+            if self._pending_gpu:
+                self._count_dropped(len(self._pending_gpu), "close() timed out")
+            self._pending_gpu = []
+            sender = self._sender
+            if sender is not None:
+                sender.stop(deadline)
+                try:
+                    self._queue.put_nowait(_WAKE)
+                except queue.Full:
+                    pass
+                sender.join(max(0.0, deadline - time.monotonic()) + 0.05)
+            self._drop_queued()
+            dumper = self._dumper
+            if dumper is not None:
+                dumper.stop()
+                dumper.join(max(0.0, deadline - time.monotonic()))
+        except Exception as err:
+            self._warn_once("close-error", "close() failed: %r", err)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+        return False
+
+    # --- steps and phases -----------------------------------------------
+
+    def _begin_step(self, n):
+        try:
+            if self._current is not None:
+                self._warn_once("nested", "step(%r) inside step(%r): the inner one is ignored", n, self._current.n)
+                return False
+            if isinstance(n, bool) or not isinstance(n, int):
+                n = int(n)  # numpy or tensor ints; raises for anything that is not one
+            if not self._timing_resolved:
+                self._resolve_timing()
+            self._resolve_gpu_steps(None)
+            self._current = _Step(n)
+            return True
+        except Exception as err:
+            self._warn_once("begin-step", "step(%r) not measured: %r", n, err)
+            return False
+
+    def _end_step(self, exc_type):
+        step = self._current
+        if step is None:
+            return
+        self._current = None
+        try:
+            step.end_unix_ns = step.start_unix_ns + (time.perf_counter_ns() - step.start_perf_ns)
+            if exc_type is not None:
+                step.error = exc_type.__name__
+            if step.gpu_events:
+                self._pending_gpu.append(step)
+                if len(self._pending_gpu) > self._max_pending_gpu:
+                    self._pending_gpu.pop(0)
+                    self._count_dropped(1, "GPU events of an old step never completed")
+                self._resolve_gpu_steps(None)
+            else:
+                self._enqueue(step)
+            if self._dump_every and step.n % self._dump_every == 0:
+                self._request_dump()
+        except Exception as err:
+            self._warn_once("end-step", "step %r not recorded: %r", step.n, err)
+
+    def _begin_phase(self, name):
+        try:
+            step = self._current
+            if step is None:
+                self._warn_once("phase-outside", "phase(%r) outside a step is not measured", name)
+                return None
+            if not _PHASE_NAME.match(name):
+                self._warn_once("phase-name", "phase name %r: use lower-case letters, digits, _", name)
+                return None
+            start_unix = step.start_unix_ns + (time.perf_counter_ns() - step.start_perf_ns)
+            if self._use_cuda:
+                event = self._torch.cuda.Event(enable_timing=True)
+                event.record()
+                return (step, start_unix, event)
+            return (step, start_unix, time.perf_counter_ns())
+        except Exception as err:
+            self._warn_once("begin-phase", "phase(%r) not measured: %r", name, err)
+            return None
+
+    def _end_phase(self, name, token):
+        if token is None:
+            return
+        try:
+            step, start_unix, start = token
+            end_perf = time.perf_counter_ns()
+            if self._use_cuda:
+                end = self._torch.cuda.Event(enable_timing=True)
+                end.record()
+                step.gpu_events.append((name, start, end))
+            else:
+                step.phase_ns[name] = step.phase_ns.get(name, 0) + (end_perf - start)
+            if self._phase_spans_every and step.n % self._phase_spans_every == 0:
+                step.phase_windows.append((name, start_unix, step.start_unix_ns + (end_perf - step.start_perf_ns)))
+        except Exception as err:
+            self._warn_once("end-phase", "phase(%r) not measured: %r", name, err)
+
+    # --- timing: CUDA events when torch with CUDA is there ----------------
+
+    def _import_torch(self):
+        if self._torch is None:
+            torch = sys.modules.get("torch")
+            if torch is None and importlib.util.find_spec("torch") is not None:
+                torch = importlib.import_module("torch")
+            self._torch = torch or False
+        return self._torch or None
+
+    def _resolve_timing(self):
+        self._timing_resolved = True
+        if self._timing == "cpu":
+            return
+        try:
+            torch = self._import_torch()
+            self._use_cuda = bool(torch is not None and torch.cuda.is_available())
+        except Exception as err:
+            self._warn_once("torch", "torch not usable, timing on the CPU: %r", err)
+            self._use_cuda = False
+        if self._timing == "cuda" and not self._use_cuda:
+            self._warn_once("no-cuda", "timing='cuda' but torch with CUDA is not available: timing on the CPU")
+        if self._use_cuda and "gpu.uuid" not in self._resource:
+            try:
+                torch = self._torch
+                props = torch.cuda.get_device_properties(torch.cuda.current_device())
+                self._resource["gpu.uuid"] = _normalise_gpu_uuid(props.uuid)
+            except Exception as err:
+                self._warn_once("gpu-uuid", "gpu.uuid not known: %r", err)
+        if "gpu.uuid" not in self._resource:
+            uuid = _gpu_uuid_from_environment()
+            if uuid:
+                self._resource["gpu.uuid"] = uuid
+
+    def _resolve_gpu_steps(self, deadline):
+        """Sends the oldest steps whose CUDA events completed; never waits for
+        the GPU unless ``deadline`` (monotonic seconds) is given."""
+        while self._pending_gpu:
+            step = self._pending_gpu[0]
+            try:
+                ready = all(end.query() for _, _, end in step.gpu_events)
+                while not ready and deadline is not None and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                    ready = all(end.query() for _, _, end in step.gpu_events)
+                if not ready:
+                    return
+                for name, start, end in step.gpu_events:
+                    step.phase_ns[name] = step.phase_ns.get(name, 0) + int(round(start.elapsed_time(end) * 1e6))
+                step.gpu_events = []
+            except Exception as err:
+                self._pending_gpu.pop(0)
+                self._count_dropped(1, "CUDA event timing failed: %r" % (err,))
+                continue
+            self._pending_gpu.pop(0)
+            self._enqueue(step)
+
+    # --- queue and sender -------------------------------------------------
+
+    def _enqueue(self, step):
+        if not self.enabled or self._closed:
+            return
+        if self._sender is None:
+            self._sender = _Sender(self)
+            self._sender.start()
+        try:
+            self._queue.put_nowait(step)
+        except queue.Full:
+            self._count_dropped(1, "queue full (agent slow or down)")
+
+    def _drop_queued(self):
+        lost = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _WAKE:
+                lost += 1
+        if lost:
+            self._count_dropped(lost, "close() timed out")
+
+    def _count_dropped(self, n, why):
+        with self._lock:
+            self._dropped += n
+        self._warn_once("dropped:" + why.split(":")[0], "dropping step records: %s", why)
+
+    def _count_sent(self, n):
+        with self._lock:
+            self._sent += n
+
+    def _warn_once(self, key, message, *args):
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        try:
+            _log.warning("otelcol_gpu_step: " + message, *args)
+        except Exception:
+            pass
+
+    # --- OTLP JSON payloads -----------------------------------------------
+
+    def _step_attributes(self, step):
+        attrs = {"iteration.step": step.n}
+        for name in sorted(step.phase_ns):
+            attrs["training.phase.%s_ns" % name] = int(step.phase_ns[name])
+        attrs.update(step.attrs)
+        if step.error:
+            attrs["error.type"] = step.error
+        return attrs
+
+    def _resource_payload(self):
+        if self._resource_json is None:
+            self._resource_json = {"attributes": _attributes(self._resource)}
+        return self._resource_json
+
+    def _payload(self, batch):
+        scope = {"name": "otelcol_gpu_step", "version": __version__}
+        if self.mode == "logs":
+            records = [self._log_record(step) for step in batch]
+            return {"resourceLogs": [{"resource": self._resource_payload(),
+                                      "scopeLogs": [{"scope": scope, "logRecords": records}]}]}
+        spans = []
+        for step in batch:
+            spans.extend(self._spans(step))
+        return {"resourceSpans": [{"resource": self._resource_payload(),
+                                   "scopeSpans": [{"scope": scope, "spans": spans}]}]}
+
+    def _spans(self, step):
+        tid = trace_id(self.job_id, self.attempt, step.n)
+        sid = rank_span_id(self.job_id, self.attempt, step.n, self.rank)
+        span = {
+            "traceId": tid,
+            "spanId": sid,
+            "parentSpanId": root_span_id(self.job_id, self.attempt, step.n),
+            "name": SPAN_NAME,
+            "kind": _SPAN_KIND_INTERNAL,
+            "startTimeUnixNano": str(step.start_unix_ns),
+            "endTimeUnixNano": str(step.end_unix_ns),
+            "attributes": _attributes(self._step_attributes(step)),
+        }
+        if step.error:
+            span["status"] = {"code": _STATUS_ERROR, "message": step.error}
+        spans = [span]
+        for name, start, end in step.phase_windows:
+            spans.append({
+                "traceId": tid,
+                "spanId": os.urandom(8).hex(),
+                "parentSpanId": sid,
+                "name": "train.phase." + name,
+                "kind": _SPAN_KIND_INTERNAL,
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(end),
+                "attributes": _attributes({"iteration.step": step.n, "training.phase": name}),
+            })
+        return spans
+
+    def _log_record(self, step):
+        attrs = self._step_attributes(step)
+        attrs["duration_ns"] = step.end_unix_ns - step.start_unix_ns
+        attrs["event.name"] = SPAN_NAME
+        record = {
+            "timeUnixNano": str(step.start_unix_ns),
+            "observedTimeUnixNano": str(step.end_unix_ns),
+            "severityNumber": _SEVERITY_INFO,
+            "severityText": "INFO",
+            "eventName": SPAN_NAME,
+            "body": {"stringValue": SPAN_NAME},
+            "attributes": _attributes(attrs),
+            "traceId": trace_id(self.job_id, self.attempt, step.n),
+            "spanId": rank_span_id(self.job_id, self.attempt, step.n, self.rank),
+        }
+        return record
+
+    # --- flight recorder ----------------------------------------------------
+
+    def _request_dump(self):
+        if self._dumper is None:
+            self._dumper = _Dumper(self)
+            self._dumper.start()
+        self._dumper.request()
+
+    def _dump_flight_recorder(self):
+        """Writes torch's flight-recorder pickle as <dir>/<host>_nccl_trace_rank_<rank>,
+        atomically: the agent never reads half a dump."""
+        torch = sys.modules.get("torch")  # a job without torch has no flight recorder
+        dump = getattr(getattr(getattr(torch, "_C", None), "_distributed_c10d", None), "_dump_nccl_trace", None)
+        if dump is None:
+            self._warn_once("no-dump", "torch._C._distributed_c10d._dump_nccl_trace is not available: no dumps")
+            return False
+        try:
+            data = dump(includeCollectives=True, includeStackTraces=False, onlyActive=False)
+        except TypeError:  # older torch: no keyword arguments
+            data = dump()
+        if not isinstance(data, bytes):
+            data = bytes(data) if isinstance(data, (bytearray, memoryview)) else str(data).encode("utf-8")
+        final = os.path.join(self._dump_dir, "%s_nccl_trace_rank_%d" % (self.host_name, self.rank))
+        # The temporary name must not match the agent's *nccl_trace_rank_* pattern.
+        tmp = os.path.join(self._dump_dir, ".otelcol_gpu_step.%d.%d.tmp" % (self._pid, self.rank))
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, final)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        with self._lock:
+            self._dumps += 1
+        return True
+
+
+class _Sender(threading.Thread):
+    """Takes batches off the queue and posts them; drops and counts on failure."""
+
+    def __init__(self, steps):
+        threading.Thread.__init__(self, name="otelcol_gpu_step-sender", daemon=True)
+        self._steps = steps
+        self._deadline = None  # set by stop(): monotonic time by which to give up
+        self._conn = None
+        parsed = urllib.parse.urlsplit(steps.endpoint)
+        self._https = parsed.scheme == "https"
+        self._host = parsed.hostname or "127.0.0.1"
+        self._port = parsed.port or (443 if self._https else 80)
+        self._path = (parsed.path or "") + steps._path
+        self._retry_at = 0.0
+        self._backoff = 0.0
+
+    def stop(self, deadline):
+        self._deadline = deadline
+
+    def run(self):
+        steps = self._steps
+        while True:
+            try:
+                stopping = self._deadline is not None
+                if stopping and time.monotonic() >= self._deadline:
+                    return
+                batch = self._take_batch(stopping)
+                if batch:
+                    self._post(batch)
+                elif stopping:
+                    return
+            except Exception as err:  # keep the thread alive whatever happens
+                steps._warn_once("sender", "sender error: %r", err)
+                time.sleep(0.01)
+
+    def _take_batch(self, stopping):
+        steps = self._steps
+        now = time.monotonic()
+        if not stopping and now < self._retry_at:
+            # The agent failed recently: let the queue fill (and drop) rather than
+            # spend the training job's CPU on connection attempts.
+            time.sleep(min(self._retry_at - now, steps._flush_interval))
+            return []
+        try:
+            first = steps._queue.get(timeout=0.05 if stopping else steps._flush_interval)
+        except queue.Empty:
+            return []
+        batch = [] if first is _WAKE else [first]
+        while len(batch) < steps._max_batch:
+            try:
+                item = steps._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _WAKE:
+                batch.append(item)
+        return batch
+
+    def _post(self, batch):
+        steps = self._steps
+        timeout = steps._timeout
+        if self._deadline is not None:
+            timeout = min(timeout, self._deadline - time.monotonic())
+            if timeout <= 0:
+                steps._count_dropped(len(batch), "close() timed out")
+                return
+        try:
+            body = json.dumps(steps._payload(batch), separators=(",", ":"), allow_nan=False).encode("utf-8")
+        except Exception as err:
+            steps._count_dropped(len(batch), "encoding failed: %r" % (err,))
+            return
+        try:
+            status, reply = self._request(body, timeout)
+        except Exception as err:
+            self._close_connection()
+            self._failed()
+            steps._count_dropped(len(batch), "agent unreachable at %s: %r" % (steps.endpoint, err))
+            return
+        if 200 <= status < 300:
+            rejected = _rejected(reply)
+            steps._count_sent(len(batch) - rejected)
+            if rejected:
+                steps._count_dropped(rejected, "agent rejected records")
+            self._backoff = 0.0
+            self._retry_at = 0.0
+        else:
+            self._failed()
+            steps._count_dropped(len(batch), "agent answered HTTP %d" % status)
+
+    def _request(self, body, timeout):
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=timeout)
+        else:
+            self._conn.timeout = timeout
+            if self._conn.sock is not None:
+                self._conn.sock.settimeout(timeout)
+        self._conn.request("POST", self._path, body=body,
+                           headers={"Content-Type": "application/json", "Connection": "keep-alive"})
+        response = self._conn.getresponse()
+        reply = response.read(1 << 16)
+        if response.getheader("Connection", "").lower() == "close":
+            self._close_connection()
+        return response.status, reply
+
+    def _close_connection(self):
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def _failed(self):
+        self._backoff = min(30.0, max(0.5, self._backoff * 2))
+        self._retry_at = time.monotonic() + self._backoff
+
+
+def _rejected(reply):
+    """Rejected records in an OTLP partial-success answer, else 0."""
+    if not reply:
+        return 0
+    try:
+        partial = json.loads(reply.decode("utf-8")).get("partialSuccess") or {}
+        return int(partial.get("rejectedSpans") or partial.get("rejectedLogRecords") or 0)
+    except Exception:
+        return 0
+
+
+class _Dumper(threading.Thread):
+    """Writes flight-recorder dumps off the training thread; requests that come
+    while a dump is running are merged into the next one."""
+
+    def __init__(self, steps):
+        threading.Thread.__init__(self, name="otelcol_gpu_step-dumper", daemon=True)
+        self._steps = steps
+        self._wake = threading.Event()
+        self._pending = False
+        self._stopping = False
+        self._disabled = False
+
+    def request(self):
+        if not self._disabled:
+            self._pending = True
+            self._wake.set()
+
+    def stop(self):
+        """Ends the thread after the dump already asked for, if any."""
+        self._stopping = True
+        self._wake.set()
+
+    def run(self):
+        steps = self._steps
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._pending and not self._disabled:
+                self._pending = False
+                try:
+                    if not steps._dump_flight_recorder():
+                        self._disabled = True
+                except Exception as err:
+                    with steps._lock:
+                        steps._dump_errors += 1
+                    steps._warn_once("dump-error", "flight-recorder dump failed: %r", err)
+            if self._stopping:
+                return
