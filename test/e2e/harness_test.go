@@ -337,3 +337,5 @@ func buildBroker(t *testing.T) string {
 }
 
 func netSplit(addr string) (string, string, error) { return net.SplitHostPort(addr) }
+
+func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
