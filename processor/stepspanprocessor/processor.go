@@ -62,7 +62,6 @@ type collective struct {
 	failed   bool
 	arrived  time.Time
 	claimed  bool
-	anomaly  bool
 	resolved bool // sent on (under a step, or as an orphan) or dropped as summarised
 }
 
