@@ -34,6 +34,9 @@ type Config struct {
 	// NodeState names the nodestate extension that holds this node's GPU and
 	// InfiniBand health; empty: no health context.
 	NodeState *component.ID `mapstructure:"nodestate"`
+	// HealthWindow is how far back from a step's end the GPU's and the IB
+	// ports' counters are compared. Default 60s.
+	HealthWindow time.Duration `mapstructure:"health_window"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -42,7 +45,7 @@ type Config struct {
 // Validate checks the configuration; messages name the key and the value.
 func (cfg *Config) Validate() error {
 	var errs []error
-	for name, d := range map[string]time.Duration{"collective_wait": cfg.CollectiveWait, "orphan_after": cfg.OrphanAfter} {
+	for name, d := range map[string]time.Duration{"collective_wait": cfg.CollectiveWait, "orphan_after": cfg.OrphanAfter, "health_window": cfg.HealthWindow} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", name, d))
 		}

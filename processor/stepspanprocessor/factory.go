@@ -29,6 +29,7 @@ func createDefaultConfig() component.Config {
 		MaxRanks:              1024,
 		AnomalyFactor:         3,
 		MaxAttributeBytes:     4096,
+		HealthWindow:          time.Minute,
 	}
 }
 

@@ -2,6 +2,7 @@ package stepspanprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processo
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
 )
@@ -76,6 +78,8 @@ type stepSpanProcessor struct {
 	next   consumer.Traces
 	now    func() time.Time
 
+	health nodestate.Store // nil: no health context
+
 	mu          sync.Mutex
 	steps       map[stepKey]*openStep
 	arrivals    []*openStep // arrival order, for evicting the oldest in O(1)
@@ -100,7 +104,14 @@ func (p *stepSpanProcessor) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: true}
 }
 
-func (p *stepSpanProcessor) Start(context.Context, component.Host) error {
+func (p *stepSpanProcessor) Start(_ context.Context, host component.Host) error {
+	if p.cfg.NodeState != nil {
+		store, err := nodestate.FromHost(host, *p.cfg.NodeState)
+		if err != nil {
+			return fmt.Errorf("stepspanprocessor: nodestate: %w", err)
+		}
+		p.health = store
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.wg.Add(1)
@@ -407,6 +418,9 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 		_ = a.PutEmptySlice(attrCollOffsetsNs).FromRaw(offsets)
 	}
 	a.PutInt(attrCollAnomalies, int64(len(out)-1))
+	if p.health != nil {
+		putHealth(p.health, p.cfg.HealthWindow, s.td.ResourceSpans().At(0).Resource().Attributes(), a, s.end)
+	}
 	return out
 }
 
