@@ -68,3 +68,24 @@ func BenchmarkOpenStepMemory(b *testing.B) {
 		runtime.KeepAlive(p)
 	}
 }
+
+// BenchmarkKeptCollectiveMemory reports the heap held per collective kept
+// for a rank's steps; a rank holds at most max_collectives_per_rank.
+func BenchmarkKeptCollectiveMemory(b *testing.B) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.MaxCollectivesPerRank = 1 << 20
+	for b.Loop() {
+		p := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		const n = 10000
+		for i := 0; i < n; i++ {
+			_ = p.ConsumeTraces(context.Background(), collectiveTraces("xl003", 3, "nccl:all_reduce", t0.Add(time.Duration(i)*time.Millisecond), time.Millisecond, false))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/collective")
+		runtime.KeepAlive(p)
+	}
+}

@@ -259,3 +259,27 @@ func TestShutdownSendsWhatIsHeld(t *testing.T) {
 	require.NoError(t, pr.Shutdown(context.Background()))
 	assert.Equal(t, 2, sink.count(), "nothing held is lost at shutdown")
 }
+
+// An agent restarted mid-step: ranks 0-3 went through the old process,
+// ranks 4-7 through the new one. Their spans still form one trace under one
+// root, since the ids come from the step, not from the process.
+func TestAgentRestartMidStep(t *testing.T) {
+	ids := map[string]int{}
+	for _, ranks := range [][]int64{{0, 1, 2, 3}, {4, 5, 6, 7}} {
+		sink := &capture{}
+		pr, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), testConfig(), sink)
+		require.NoError(t, err)
+		require.NoError(t, pr.Start(context.Background(), componenttest.NewNopHost()))
+		for _, rank := range ranks {
+			require.NoError(t, pr.ConsumeTraces(context.Background(), stepTraces("llama-70b", 0, 42, rank, "xl003", t0, t0.Add(time.Second))))
+		}
+		require.NoError(t, pr.Shutdown(context.Background())) // a restart sends what it held
+		for _, s := range sink.byName(stepSpanName) {
+			ids[s.TraceID().String()+"/"+s.ParentSpanID().String()]++
+		}
+	}
+	require.Len(t, ids, 1, "one trace and one root for the step")
+	for _, n := range ids {
+		assert.Equal(t, 8, n)
+	}
+}
