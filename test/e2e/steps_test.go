@@ -17,13 +17,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// Eight training processes use the Python step SDK against the real
-// collector binary (OTLP/HTTP in, the stepspan processor, a file out). Every
+// Eight training processes use the Python step SDK against the real agent
+// binary (OTLP/HTTP in, the stepspan processor, the file exporter out instead
+// of Kafka). Every
 // rank span that comes out carries exactly the contract's ids, computed here
 // from the documented bytes, and the 8 ranks of a step share one trace.
-func TestPythonStepsThroughTheCollector(t *testing.T) {
+func TestPythonStepsThroughTheAgent(t *testing.T) {
 	root := repoRoot(t)
-	collector := binary(t, "otelcol-gpu")
+	collector := binary(t, "otelcol-gpu-agent")
 	python := lookPath(t, "python3")
 
 	httpAddr := freeAddr(t)
@@ -54,7 +55,7 @@ service:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	col := startProcess(t, "otelcol-gpu", nil, collector, "--config", cfgPath)
+	col := startProcess(t, "agent", nil, collector, "--config", cfgPath)
 	eventually(t, 60*time.Second, "collector listening", func() error {
 		c, err := netDial(httpAddr)
 		if err == nil {
