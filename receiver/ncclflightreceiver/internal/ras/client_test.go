@@ -182,8 +182,10 @@ func TestStatusBadServers(t *testing.T) {
 		wantIs  error
 	}{
 		{
-			name:    "closes at once",
-			handle:  func(net.Conn, *bufio.Reader) {},
+			name: "closes at once",
+			// Read the command first: closing with it unread would make the
+			// kernel answer with a reset instead of an end of stream.
+			handle:  func(_ net.Conn, r *bufio.Reader) { _, _ = r.ReadString('\n') },
 			wantMsg: "reading the reply to CLIENT PROTOCOL 2: server closed the connection after 0 bytes of reply",
 			wantIs:  io.ErrUnexpectedEOF,
 		},
