@@ -146,7 +146,10 @@ func TestHangingProcessReadIsAbandoned(t *testing.T) {
 	assert.Equal(t, int32(1), calls.Load(), "a stuck pid is not read again while stuck")
 	failing := logs.FilterMessageSnippet("source failing").AllUntimed()
 	require.Len(t, failing, 1)
-	assert.Contains(t, failing[0].ContextMap()["error"], "did not return in time")
+	// The per-read deadline and the refresh's own deadline are the same
+	// instant; under load either may be the one that reports it.
+	msg := failing[0].ContextMap()["error"].(string)
+	assert.True(t, strings.Contains(msg, "did not return in time") || strings.Contains(msg, "deadline exceeded"), msg)
 }
 
 func TestProcRootMissing(t *testing.T) {
