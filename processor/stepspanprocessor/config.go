@@ -35,7 +35,9 @@ type Config struct {
 	// InfiniBand health; empty: no health context.
 	NodeState *component.ID `mapstructure:"nodestate"`
 	// HealthWindow is how far back from a step's end the GPU's and the IB
-	// ports' counters are compared. Default 60s.
+	// ports' counters are compared. Default 60s; 0 compares over the step's
+	// own interval (with 10-30 s readings and 1-10 s steps that is mostly
+	// zero: no reading falls inside the step).
 	HealthWindow time.Duration `mapstructure:"health_window"`
 
 	// prevent unkeyed literal initialization
@@ -45,10 +47,13 @@ type Config struct {
 // Validate checks the configuration; messages name the key and the value.
 func (cfg *Config) Validate() error {
 	var errs []error
-	for name, d := range map[string]time.Duration{"collective_wait": cfg.CollectiveWait, "orphan_after": cfg.OrphanAfter, "health_window": cfg.HealthWindow} {
+	for name, d := range map[string]time.Duration{"collective_wait": cfg.CollectiveWait, "orphan_after": cfg.OrphanAfter} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", name, d))
 		}
+	}
+	if cfg.HealthWindow < 0 {
+		errs = append(errs, fmt.Errorf("health_window: must not be negative, got %s", cfg.HealthWindow))
 	}
 	if cfg.OrphanAfter > 0 && cfg.OrphanAfter < cfg.CollectiveWait {
 		errs = append(errs, fmt.Errorf("orphan_after: %s must not be shorter than collective_wait %s", cfg.OrphanAfter, cfg.CollectiveWait))

@@ -29,8 +29,11 @@ const (
 // DCGM and sysfs are read every 10-30 s while a step lasts 1-10 s, so the
 // counters are compared over health_window (default 60 s), not the step
 // alone, which would almost always fall between two readings.
-func putHealth(store nodestate.Store, window time.Duration, res, attrs pcommon.Map, end time.Time) {
+func putHealth(store nodestate.Store, window time.Duration, res, attrs pcommon.Map, start, end time.Time) {
 	from := end.Add(-window)
+	if window == 0 {
+		from = start // the step's own interval
+	}
 	uuid := strAttr(attrs, res, semconv.AttrGPUUUID)
 	found := false
 	if uuid != "" {
@@ -65,6 +68,6 @@ func putHealth(store nodestate.Store, window time.Duration, res, attrs pcommon.M
 		attrs.PutInt(attrHealthIBLinkDown, int64(ib.Totals[nodestate.IBLinkDowned]))
 	}
 	if found {
-		attrs.PutDouble(attrHealthWindowS, window.Seconds())
+		attrs.PutDouble(attrHealthWindowS, end.Sub(from).Seconds())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
@@ -91,4 +92,27 @@ func TestMissingNodeStateExtensionFailsStart(t *testing.T) {
 	err = p.Start(context.Background(), componenttest.NewNopHost())
 	assert.ErrorContains(t, err, `"nodestate" is not configured`)
 	require.NoError(t, p.Shutdown(context.Background()))
+}
+
+// health_window 0 compares over the step alone: readings outside it do not
+// count.
+func TestHealthOverTheStepItself(t *testing.T) {
+	store := nodestate.NewMemoryStore(nodestate.Limits{Retention: time.Hour, MaxGPUs: 8, MaxIBPorts: 8, MaxSamplesPerSeries: 100, MaxXIDEventsPerGPU: 16})
+	const uuid = "GPU-1"
+	rec := func(at time.Time, crc uint64) {
+		var s nodestate.GPUSample
+		s.Counters[nodestate.NVLinkCRCFlitErrors] = nodestate.Counter{Value: crc, Valid: true}
+		store.RecordGPU(uuid, at, s)
+	}
+	rec(t0.Add(-30*time.Second), 100) // before the step
+	rec(t0.Add(100*time.Millisecond), 150)
+	rec(t0.Add(900*time.Millisecond), 170)
+	attrs := pcommon.NewMap()
+	res := pcommon.NewMap()
+	res.PutStr(semconv.AttrGPUUUID, uuid)
+	putHealth(store, 0, res, attrs, t0, t0.Add(time.Second))
+	crc, _ := attrs.Get(attrHealthNVLinkCRC)
+	assert.Equal(t, int64(70), crc.Int(), "from the last reading at the step's start to its end")
+	w, _ := attrs.Get(attrHealthWindowS)
+	assert.Equal(t, 1.0, w.Double())
 }

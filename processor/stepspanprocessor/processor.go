@@ -419,7 +419,7 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 	}
 	a.PutInt(attrCollAnomalies, int64(len(out)-1))
 	if p.health != nil {
-		putHealth(p.health, p.cfg.HealthWindow, s.td.ResourceSpans().At(0).Resource().Attributes(), a, s.end)
+		putHealth(p.health, p.cfg.HealthWindow, s.td.ResourceSpans().At(0).Resource().Attributes(), a, s.start, s.end)
 	}
 	return out
 }
