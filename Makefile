@@ -27,7 +27,7 @@ GO_SOURCES := $(shell find receiver processor exporter connector extension inter
 BINARIES := bin/otelcol-gpu bin/otelcol-gpu-agent bin/otelcol-gpu-gateway
 E2E_PACKAGES := prometheus kcat
 
-.PHONY: build tools run test unit-test e2e-test e2e-deps lint fmt clean fuzz bench
+.PHONY: build tools run test unit-test e2e-test e2e-deps lint fmt clean fuzz bench soak
 
 build: $(BINARIES)
 
@@ -107,7 +107,13 @@ fuzz:
 	done
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./receiver/...
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./connector/... ./extension/... ./internal/...
+
+# The end-to-end outage test with a long outage (E2E_OUTAGE, default 10m):
+# nothing scraped while the broker is away may be lost.
+E2E_OUTAGE ?= 10m
+soak: build e2e-deps
+	E2E_OUTAGE=$(E2E_OUTAGE) $(GO) test -tags e2e -count=1 -v -timeout 60m -run TestAgentKafkaGatewayPrometheus ./test/e2e/...
 
 clean:
 	rm -rf bin _build
