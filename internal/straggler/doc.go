@@ -1,0 +1,70 @@
+// Package straggler is the decision core of the gateway's stragglerprocessor:
+// pure statistics over one step's ranks (DecideStep) and one job's recent
+// steps (Persistence). It knows no collector types, starts no goroutines and
+// holds no package-level state.
+//
+// # The signal
+//
+// In synchronous training every rank's step takes about as long as the
+// slowest's, so step duration finds nothing. The signal is each rank's own
+// compute time (RankSample.Compute), compared only within its group (the
+// pipeline stage: stages legitimately differ).
+//
+// # Per step: which ranks are slow (DecideStep)
+//
+// For each group: median, MAD and the modified z-score
+// 0.6745·(x − median)/MAD (Iglewicz and Hoaglin). A rank is flagged when
+//
+//   - the configured rule hits: robust (default) z ≥ 3.5, the textbook
+//     outlier cut-off; mean_factor x > 2 × the group mean, the operations
+//     documents' rule; or both. The mean rule breaks at both ends of the
+//     scale: among 8 ranks a 2.3× straggler drags the mean to 1.16× and
+//     stays under 2×; among thousands a rank needs a full 2× to count.
+//     The median and MAD move by at most one rank's worth either way;
+//   - and it exceeds the group median by at least MinExcess (25%). A tight
+//     group has a tiny MAD, so any constant offset scores high; the floor
+//     says how much slower is worth a fault at all. Healthy heterogeneity
+//     reaches 20%: the Alibaba trace (job 1, workers 0–2) describes 5–20%
+//     slow workers as normal, and at 15% or 20% those workers open verdicts
+//     (a test pins this). 25% is the first round value above that band and
+//     far below the 2.3× faults the detector is for;
+//   - and the group has at least 3 ranks (two have no majority) and a
+//     median above zero (no timing signal otherwise).
+//
+// The MAD is floored at 1% of the median (and 1 ns), the resolution below
+// which step timings are noise (timer granularity, launch jitter), so that
+// identical ranks score 0 rather than dividing by zero. Negative durations
+// count as zero. Scores are always finite.
+//
+// # Slow rank or slow link
+//
+// A compute straggler computes longer and waits least in collectives (its
+// peers wait for it): Kind compute, with its wait ratio (< 1) as evidence.
+// A slow link makes the ranks of one communicator spend longer in their
+// collectives while computing normally: a rank not flagged for compute whose
+// CollectiveWait exceeds the group's median wait by MinExcess of a typical
+// step (median compute + median wait) and passes the same rule on waits is
+// flagged Kind link, with its Link and how many ranks on that Link were
+// flagged with it. A long wait on a communicator (or, without Link ids, in
+// a group) that holds a compute straggler this step is not a link fault: it
+// was waiting for the straggler.
+//
+// # Across steps: verdicts (Persistence)
+//
+// A rank flagged in K = 3 of the last N = 5 decided steps opens a verdict;
+// N consecutive unflagged steps (a clean window) resolve it. 3 of 5 filters
+// single-step events (data-loader hiccups, a long packed sequence) while a
+// steady straggler opens on its third step, inside the ≤ 5-step target, and
+// tolerates a missed step. The price: a rank that hiccups independently with
+// probability p per step opens falsely with probability ≈ 10·p³ per window.
+// Steps are kept by number, out-of-order arrivals within the window count,
+// older or repeated ones are counted in Stats and ignored. State is bounded
+// by N·MaxFlagsPerStep flags and MaxTrackedRanks verdicts per job.
+//
+// A consumer-group rebalance restarts a job's Persistence on another
+// instance: it needs K (3) decided steps there before it can open a verdict,
+// so it costs up to K−1 = 2 steps of evidence on top of the steps in flight;
+// verdicts open on the old instance are not resolved by the new one, so the
+// fault record's id (a hash of type, entity and onset bucket) is what keeps
+// the two from duplicating downstream.
+package straggler
