@@ -1,0 +1,320 @@
+package rules
+
+import (
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+const (
+	sigDBE   = "gpu.ecc.errors{gpu.ecc.type=dbe_volatile}"
+	sigSBE   = "gpu.ecc.errors{gpu.ecc.type=sbe_volatile}"
+	sigCRC   = "gpu.nvlink.errors{error.type=crc_flit}"
+	sigTemp  = "hw.temperature{hw.sensor_location=gpu}"
+	sigAR    = "nccl.collective.duration{nccl.collective=all_reduce}"
+	sigStep  = "training.step.duration"
+	sigTO    = "nccl.collectives.timed_out"
+	sigSM    = "gpu.prof.active{gpu.prof.unit=sm}"
+	sigUtil  = "hw.gpu.utilization{hw.gpu.task=general}"
+	sigThrot = "gpu.clock.throttle{gpu.throttle.reason=hw_thermal_slowdown}"
+)
+
+var (
+	t0      = time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)
+	evalAt  = t0.Add(70 * time.Second)
+	gpuG    = fault.Entity{Kind: fault.EntityGPU, Key: "GPU-5"}
+	nodeN   = fault.Entity{Kind: fault.EntityNode, Key: "xl003"}
+	rankR   = fault.Entity{Kind: fault.EntityRank, Key: "llama-70b/1045"}
+	jobJ    = fault.Entity{Kind: fault.EntityJob, Key: "llama-70b"}
+	portP   = fault.Entity{Kind: fault.EntityIBPort, Key: "xl003/mlx5_0/1"}
+	normalT = obs{sigTemp, 70, "", 30}
+)
+
+// obs is one observation dt seconds after t0.
+type obs struct {
+	sig  string
+	v    float64
+	text string
+	dt   int
+}
+
+func obsSeries(sig string, dt0, step int, vs ...float64) []obs {
+	out := make([]obs, len(vs))
+	for i, v := range vs {
+		out[i] = obs{sig: sig, v: v, dt: dt0 + i*step}
+	}
+	return out
+}
+
+// allReduce is six samples at the baseline 1.0 then one at x.
+func allReduce(x float64) []obs { return obsSeries(sigAR, 0, 10, 1, 1, 1, 1, 1, 1, x) }
+
+func join(parts ...[]obs) []obs {
+	var out []obs
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func text(sig, s string, dt int) []obs { return []obs{{sig: sig, text: s, dt: dt}} }
+
+type ruleCase struct {
+	entity    fault.Entity
+	positive  []obs
+	negatives [][]obs
+}
+
+// A minimal positive and a near-miss negative for every default rule.
+func defaultCases() map[string]ruleCase {
+	cases := map[string]ruleCase{
+		"dbe_alone": {gpuG, obsSeries(sigDBE, 0, 10, 0, 1), [][]obs{obsSeries(sigDBE, 0, 10, 0, 0), obsSeries(sigDBE, 0, 10, 1)}},
+		"dbe_with_oom_and_nccl_timeout": {nodeN,
+			join(obsSeries(sigDBE, 0, 10, 0, 1), text("training.error", "oom", 20), obsSeries(sigTO, 0, 30, 0, 1)),
+			[][]obs{join(obsSeries(sigDBE, 0, 10, 0, 1), obsSeries(sigTO, 0, 30, 0, 1)),
+				join(obsSeries(sigDBE, 0, 10, 0, 1), text("training.error", "dataloader", 20), obsSeries(sigTO, 0, 30, 0, 1))}},
+		"nvlink_crc_rising_allreduce_slower": {gpuG,
+			join(obsSeries(sigCRC, 0, 60, 0, 5), allReduce(2), []obs{normalT}),
+			[][]obs{join(obsSeries(sigCRC, 0, 60, 0, 5), allReduce(2), []obs{{sigTemp, 90, "", 30}}),
+				join(obsSeries(sigCRC, 0, 60, 0, 0), allReduce(2)),
+				join(obsSeries(sigCRC, 0, 60, 0, 5), allReduce(1.1))}},
+		"nvlink_crc_over_100_allreduce_3x": {gpuG,
+			join(obsSeries(sigCRC, 0, 60, 0, 340), allReduce(3.4), []obs{normalT}),
+			[][]obs{join(obsSeries(sigCRC, 0, 60, 0, 50), allReduce(3.4), []obs{normalT}),
+				join(obsSeries(sigCRC, 0, 60, 0, 340), allReduce(2.5), []obs{normalT}),
+				join(obsSeries(sigCRC, 0, 60, 0, 340), allReduce(3.4), []obs{{sigTemp, 92, "", 30}})}},
+		"nccl_timeouts_from_nvlink": {nodeN,
+			join(obsSeries(sigTO, 0, 60, 0, 3), obsSeries(sigCRC, 0, 60, 0, 5), obsSeries(sigStep, 0, 10, 1, 1, 1, 1, 1, 1, 2)),
+			[][]obs{join(obsSeries(sigTO, 0, 60, 0, 1), obsSeries(sigCRC, 0, 60, 0, 5), obsSeries(sigStep, 0, 10, 1, 1, 1, 1, 1, 1, 2)),
+				join(obsSeries(sigTO, 0, 60, 0, 3), obsSeries(sigCRC, 0, 60, 0, 5), obsSeries(sigStep, 0, 10, 1, 1, 1, 1, 1, 1, 1.05))}},
+		"sm_low_util_high": {gpuG,
+			join(obsSeries(sigSM, 0, 10, 0.3, 0.3, 0.3, 0.3), obsSeries(sigUtil, 0, 10, 0.95, 0.95, 0.95, 0.95)),
+			[][]obs{join(obsSeries(sigSM, 0, 10, 0.9, 0.9, 0.9, 0.9), obsSeries(sigUtil, 0, 10, 0.95, 0.95, 0.95, 0.95)),
+				join(obsSeries(sigSM, 0, 10, 0.3, 0.3), obsSeries(sigUtil, 0, 10, 0.95, 0.95))}},
+		"straggler_compute": {rankR, text("straggler.verdict", "straggler.compute", 60),
+			[][]obs{text("straggler.verdict", "straggler.link", 60), text("straggler.verdict", "none", 60)}},
+		"straggler_link": {rankR, text("straggler.verdict", "straggler.link", 60),
+			[][]obs{text("straggler.verdict", "straggler.compute", 60)}},
+		"straggler_with_nvlink_crc": {rankR,
+			join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 340), []obs{normalT}),
+			[][]obs{join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 340), []obs{{sigTemp, 95, "", 30}}),
+				join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 3))}},
+		"sbe_rate_high":      {gpuG, obsSeries(sigSBE, 0, 60, 0, 80), [][]obs{obsSeries(sigSBE, 0, 60, 0, 10)}},
+		"thermal_throttling": {gpuG, obsSeries(sigThrot, 30, 15, 1, 1, 1), [][]obs{obsSeries(sigThrot, 30, 15, 1, 0, 1), obsSeries(sigThrot, 30, 15, 1, 1)}},
+		"gpu_unresponsive": {gpuG, obsSeries("gpu.unresponsive", 60, 1, 1),
+			[][]obs{obsSeries("gpu.unresponsive", 60, 1, 0), text("event.name", "gpu.xid", 60)}},
+		"ib_link_down":     {portP, obsSeries("hw.errors{error.type=link_downed}", 0, 60, 0, 1), [][]obs{obsSeries("hw.errors{error.type=link_downed}", 0, 60, 3, 3)}},
+		"ib_symbol_errors": {portP, obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 50), [][]obs{obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 5)}},
+		"nccl_timeout":     {rankR, obsSeries(sigTO, 0, 60, 0, 1), [][]obs{obsSeries(sigTO, 0, 60, 0, 0)}},
+		"nccl_hang":        {rankR, text("nccl.finding", "hang", 60), [][]obs{text("nccl.finding", "mismatch", 60)}},
+		"loss_nan":         {jobJ, obsSeries("training.loss", 0, 30, 2.1, math.NaN()), [][]obs{obsSeries("training.loss", 0, 30, 2.1, 2.0)}},
+		"node_silent":      {nodeN, obsSeries("node.heartbeat", -60, 1, 1), [][]obs{obsSeries("node.heartbeat", -60, 120, 1, 1)}},
+	}
+	for name, code := range map[string]float64{"xid_13": 13, "xid_31": 31, "xid_45": 45, "xid_48": 48, "xid_62_63": 63,
+		"xid_74": 74, "xid_79": 79, "xid_92": 92, "xid_94_95": 94, "xid_119_120": 120} {
+		cases[name] = ruleCase{gpuG, obsSeries("gpu.xid", 60, 1, code), [][]obs{obsSeries("gpu.xid", 60, 1, code+1000)}}
+	}
+	return cases
+}
+
+func matchesFor(t *testing.T, rs []Rule, entity fault.Entity, in []obs) []Match {
+	t.Helper()
+	ev := NewEvaluator(rs, Limits{})
+	for _, o := range in {
+		ev.ObserveSample(entity, Sample{Signal: o.sig, Value: o.v, Text: o.text, At: t0.Add(time.Duration(o.dt) * time.Second)})
+	}
+	return ev.Evaluate(evalAt)
+}
+
+func findRule(ms []Match, name string) (Match, bool) {
+	for _, m := range ms {
+		if m.Rule == name {
+			return m, true
+		}
+	}
+	return Match{}, false
+}
+
+func TestEveryDefaultRuleFiresOnlyOnItsPattern(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	cases := defaultCases()
+	for _, r := range rs {
+		c, ok := cases[r.Name]
+		if !assert.True(t, ok, "default rule %s has no test case", r.Name) {
+			continue
+		}
+		t.Run(r.Name, func(t *testing.T) {
+			m, fired := findRule(matchesFor(t, rs, c.entity, c.positive), r.Name)
+			require.True(t, fired, "positive case")
+			assert.Equal(t, r.FaultType, m.FaultType)
+			assert.Equal(t, r.Severity, m.Severity)
+			assert.Equal(t, c.entity, m.Entity)
+			assert.NotEmpty(t, m.Evidence)
+			assert.False(t, m.Since.After(m.At))
+			require.NotEmpty(t, c.negatives)
+			for i, neg := range c.negatives {
+				_, fired := findRule(matchesFor(t, rs, c.entity, neg), r.Name)
+				assert.False(t, fired, "negative case %d", i)
+			}
+		})
+	}
+	assert.Len(t, cases, len(rs), "a case for a rule that no longer exists")
+}
+
+// The brief's example: CRC > 100, all-reduce > 3x baseline, temperature
+// normal -> nvlink.degraded, with the evidence that proves it.
+func TestNVLinkDegradedEvidence(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ms := matchesFor(t, rs, gpuG, join(obsSeries(sigCRC, 0, 60, 0, 340), allReduce(3.4), []obs{normalT}))
+	m, ok := findRule(ms, "nvlink_crc_over_100_allreduce_3x")
+	require.True(t, ok)
+	assert.Equal(t, fault.TypeNVLinkDegraded, m.FaultType)
+	assert.Equal(t, fault.BlastNVLinkDomain, m.BlastRadius)
+	assert.InDelta(t, 0.9, m.Confidence, 1e-9)
+	require.Len(t, m.Evidence, 3)
+	assert.Equal(t, sigCRC, m.Evidence[0].Signal)
+	assert.InDelta(t, 340, m.Evidence[0].Value, 1e-9)
+	assert.InDelta(t, 3.4, m.Evidence[1].Value, 1e-9, "ratio to the baseline")
+	assert.InDelta(t, 70, m.Evidence[2].Value, 1e-9)
+	_, trend := findRule(ms, "nvlink_crc_rising_allreduce_slower")
+	assert.True(t, trend, "the weaker trend rule fires too; the correlator deduplicates by fault id")
+	_, dbe := findRule(ms, "dbe_alone")
+	assert.False(t, dbe)
+}
+
+func TestXIDMatchCarriesCodeAndTrace(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	tid := [16]byte{1, 2, 3}
+	require.True(t, ev.ObserveSample(gpuG, Sample{Signal: "gpu.xid", Value: 95, At: t0, TraceID: tid}))
+	ms := ev.Evaluate(t0.Add(time.Second))
+	require.Len(t, ms, 1)
+	assert.Equal(t, "xid_94_95", ms[0].Rule)
+	assert.Equal(t, 95, ms[0].XID)
+	assert.Equal(t, fault.TypeGPUXID, ms[0].FaultType)
+	assert.Equal(t, [16]byte(ms[0].Evidence[0].TraceID), tid)
+}
+
+func TestWindowExpiry(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{ForgetAfter: 30 * time.Minute})
+	ev.Observe(gpuG, sigDBE, 0, t0)
+	ev.Observe(gpuG, sigDBE, 1, t0.Add(10*time.Second))
+	_, ok := findRule(ev.Evaluate(t0.Add(20*time.Second)), "dbe_alone")
+	assert.True(t, ok)
+	_, ok = findRule(ev.Evaluate(t0.Add(5*time.Minute+5*time.Second)), "dbe_alone")
+	assert.False(t, ok, "the 0 sample left the 5m window: no growth seen any more")
+	assert.Equal(t, 1, ev.Entities())
+	ev.Evaluate(t0.Add(31 * time.Minute))
+	assert.Equal(t, 0, ev.Entities(), "silent beyond ForgetAfter: forgotten")
+
+	// node.silent fires while the node is remembered and stops once forgotten.
+	ev.Observe(nodeN, "node.heartbeat", 1, t0)
+	_, ok = findRule(ev.Evaluate(t0.Add(time.Minute)), "node_silent")
+	assert.False(t, ok)
+	_, ok = findRule(ev.Evaluate(t0.Add(3*time.Minute)), "node_silent")
+	assert.True(t, ok)
+	_, ok = findRule(ev.Evaluate(t0.Add(31*time.Minute)), "node_silent")
+	assert.False(t, ok)
+}
+
+func TestBounds(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{MaxEntities: 2, MaxSamplesPerSeries: 4})
+	assert.False(t, ev.Observe(gpuG, "no.rule.reads.this", 1, t0), "unused signals are not stored")
+	assert.Equal(t, 0, ev.Entities())
+	for i := 0; i < 3; i++ {
+		e := fault.Entity{Kind: fault.EntityGPU, Key: string(rune('a' + i))}
+		ok := ev.Observe(e, sigDBE, 0, t0)
+		assert.Equal(t, i < 2, ok)
+	}
+	assert.Equal(t, 2, ev.Entities())
+	assert.Equal(t, uint64(1), ev.Dropped())
+
+	a := fault.Entity{Kind: fault.EntityGPU, Key: "a"}
+	for i := 1; i <= 100; i++ {
+		ev.Observe(a, sigDBE, float64(i), t0.Add(time.Duration(i)*time.Second))
+	}
+	assert.Len(t, ev.entities[a].series[sigDBE].points, 4)
+	assert.Len(t, ev.entities[a].series, 1)
+}
+
+func TestOutOfOrderAndCounterReset(t *testing.T) {
+	one := 0.0
+	c := Condition{Signal: "c", Agg: AggDelta, Op: OpGT, Value: &one}
+	r := Rule{Name: "r", FaultType: fault.TypeGPUMemoryDBE, Severity: fault.SeverityP1, Action: fault.ActionNone,
+		BlastRadius: fault.BlastGPU, Confidence: 1, Entity: fault.EntityGPU, Window: time.Minute, All: []Condition{c}}
+	ev := NewEvaluator([]Rule{r}, Limits{})
+	// Arrives 2, 0, 5 by time 20 s, 0 s, 10 s: in time order 0, 5, 2 (a reset).
+	ev.Observe(gpuG, "c", 2, t0.Add(20*time.Second))
+	ev.Observe(gpuG, "c", 0, t0)
+	ev.Observe(gpuG, "c", 5, t0.Add(10*time.Second))
+	ms := ev.Evaluate(t0.Add(30 * time.Second))
+	require.Len(t, ms, 1)
+	assert.InDelta(t, 7, ms[0].Evidence[0].Value, 1e-9, "5 up, then a reset and 2 more")
+	assert.Equal(t, t0.Add(20*time.Second), ms[0].At)
+}
+
+func TestAnyAndPassIfMissing(t *testing.T) {
+	v := 1.0
+	r := Rule{Name: "r", FaultType: fault.TypeGPUThermal, Severity: fault.SeverityP2, Action: fault.ActionNone,
+		BlastRadius: fault.BlastGPU, Confidence: 1, Entity: fault.EntityGPU, Window: time.Minute,
+		All: []Condition{{Signal: "temp", Op: OpLT, Value: &v, PassIfMissing: true}},
+		Any: []Condition{{Signal: "a", Op: OpGE, Value: &v}, {Signal: "b", Op: OpGE, Value: &v}}}
+	ev := NewEvaluator([]Rule{r}, Limits{})
+	ev.Observe(gpuG, "a", 0, t0)
+	assert.Empty(t, ev.Evaluate(t0), "no any condition holds")
+	ev.Observe(gpuG, "b", 1, t0)
+	ms := ev.Evaluate(t0)
+	require.Len(t, ms, 1, "temp missing passes, b holds")
+	assert.Len(t, ms[0].Evidence, 1)
+
+	only := Rule{Name: "o", FaultType: fault.TypeGPUThermal, Severity: fault.SeverityP2, Action: fault.ActionNone,
+		BlastRadius: fault.BlastGPU, Confidence: 1, Entity: fault.EntityGPU, Window: time.Minute,
+		All: []Condition{{Signal: "temp", Op: OpLT, Value: &v, PassIfMissing: true}}}
+	ev = NewEvaluator([]Rule{only, r}, Limits{})
+	ev.Observe(gpuG, "b", 1, t0)
+	ms = ev.Evaluate(t0)
+	require.Len(t, ms, 1, "a rule with nothing observed never fires")
+	assert.Equal(t, "r", ms[0].Rule)
+}
+
+func TestConcurrentUse(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			e := fault.Entity{Kind: fault.EntityGPU, Key: string(rune('a' + g))}
+			for i := 0; i < 200; i++ {
+				ev.Observe(e, sigDBE, float64(i/100), t0.Add(time.Duration(i)*time.Second))
+				if i%50 == 0 {
+					ev.Evaluate(t0.Add(time.Duration(i) * time.Second))
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	ms := ev.Evaluate(t0.Add(200 * time.Second))
+	n := 0
+	for _, m := range ms {
+		if m.Rule == "dbe_alone" {
+			n++
+		}
+	}
+	assert.Equal(t, 4, n)
+}

@@ -1,0 +1,50 @@
+package rules
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestConditionForms(t *testing.T) {
+	one := 1.0
+	valid := []Condition{
+		{Signal: "s", Op: OpGT, Value: &one},
+		{Signal: "s", Agg: AggDelta, Op: OpGE, Value: &one, MinSamples: 2},
+		{Signal: "s", In: []any{48, "x", 1.5}},
+		{Signal: "s", Op: OpNaN},
+		{Signal: "s", Agg: AggAbsent},
+	}
+	for _, c := range valid {
+		assert.NoError(t, c.validate(), "%+v", c)
+	}
+	invalid := []Condition{
+		{Op: OpGT, Value: &one},
+		{Signal: "s"},
+		{Signal: "s", Op: OpGT},
+		{Signal: "s", Op: OpNaN, Value: &one},
+		{Signal: "s", Agg: AggAbsent, Op: OpGT, Value: &one},
+		{Signal: "s", In: []any{1}, Agg: AggMax},
+		{Signal: "s", Op: OpGT, Value: &one, MinSamples: -1},
+		{Signal: "s", Agg: "median", Op: OpGT, Value: &one},
+	}
+	for _, c := range invalid {
+		assert.Error(t, c.validate(), "%+v", c)
+	}
+}
+
+func TestOps(t *testing.T) {
+	assert.True(t, OpGT.compare(2, 1))
+	assert.False(t, OpGT.compare(1, 1))
+	assert.True(t, OpGE.compare(1, 1))
+	assert.True(t, OpLT.compare(0, 1))
+	assert.True(t, OpLE.compare(1, 1))
+	assert.True(t, OpEQ.compare(1, 1))
+	assert.True(t, OpNE.compare(0, 1))
+	assert.False(t, Op("~").compare(1, 1))
+}
+
+func TestDisabledRuleNeedsOnlyAName(t *testing.T) {
+	assert.NoError(t, Rule{Name: "x", Disabled: true}.Validate())
+	assert.Error(t, Rule{Disabled: true}.Validate())
+}

@@ -1,0 +1,229 @@
+package stragglerprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor"
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
+)
+
+// decide closes a step: scores its ranks, updates the job's persistence,
+// annotates the rank spans and queues them with the step's root span.
+func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
+	js := st.job
+	st.done = true
+	delete(js.open, st.step)
+	p.live--
+	p.held -= len(st.spans)
+	js.markDecided(st.step)
+	eff.decided++
+
+	d := straggler.DecideStep(st.samples, p.detect)
+	for _, tr := range js.persistence.Observe(st.step, d) {
+		p.logTransition(js.key, tr)
+	}
+	open := js.persistence.Open() // sorted by rank
+	flagged := 0
+	for i, held := range st.spans {
+		r := d.Ranks[i]
+		verdict := verdictNone
+		if r.Flagged {
+			verdict = verdictFlagged
+			flagged++
+		}
+		if j, ok := slices.BinarySearchFunc(open, r.Rank, func(v straggler.Verdict, rank int) int { return cmp.Compare(v.Rank, rank) }); ok {
+			verdict = "straggler." + open[j].Kind.String()
+		}
+		attrs := held.ScopeSpans().At(0).Spans().At(0).Attributes()
+		attrs.PutDouble(attrScore, r.Score)
+		attrs.PutStr(attrVerdict, verdict)
+	}
+
+	var stepDuration time.Duration
+	if st.end > st.start {
+		stepDuration = time.Duration(min(uint64(st.end-st.start), math.MaxInt64))
+	}
+	td := ptrace.NewTraces()
+	p.appendRoot(td, st, d.Summary, flagged, js.observeDuration(stepDuration, p.cfg.SlowStepFactor))
+	for _, held := range st.spans {
+		held.MoveTo(td.ResourceSpans().AppendEmpty())
+	}
+	st.spans, st.samples, st.ranks = nil, nil, nil
+	eff.out = append(eff.out, td)
+}
+
+// appendRoot writes the step's root span: the contract's ids, spanning every
+// reported rank, with the step's statistics.
+func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, sum straggler.StepSummary, flagged int, slow bool) {
+	key := st.job.key
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr(semconv.AttrTrainingJobID, key.job)
+	rs.Resource().Attributes().PutStr(attrServiceName, gatewayService)
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(metadata.ScopeName)
+	root := ss.Spans().AppendEmpty()
+	root.SetName(rootSpanName)
+	root.SetKind(ptrace.SpanKindInternal)
+	root.SetTraceID(stepid.TraceID(key.job, key.attempt, st.step))
+	root.SetSpanID(stepid.RootSpanID(key.job, key.attempt, st.step))
+	root.SetStartTimestamp(st.start)
+	root.SetEndTimestamp(st.end)
+	a := root.Attributes()
+	a.PutStr(semconv.AttrTrainingJobID, key.job)
+	a.PutInt(attrAttempt, key.attempt)
+	a.PutInt(semconv.AttrIterationStep, st.step)
+	a.PutInt(semconv.AttrTrainingWorldSize, st.worldSize)
+	a.PutInt(attrRanksReported, int64(sum.RanksReported))
+	a.PutInt(attrStepMean, int64(sum.Mean))
+	a.PutInt(attrStepMedian, int64(sum.Median))
+	a.PutInt(attrStepP99, int64(sum.P99))
+	a.PutInt(attrStepMax, int64(sum.Max))
+	a.PutInt(attrSlowestRank, int64(sum.SlowestRank))
+	a.PutInt(attrFlaggedRanks, int64(flagged))
+	a.PutBool(attrStepSlow, slow)
+}
+
+func (p *stragglerProcessor) logTransition(key jobKey, tr straggler.Transition) {
+	v := tr.Verdict
+	p.logger.Info("stragglerprocessor: straggler verdict "+tr.State.String(),
+		zap.String("training.job.id", key.job), zap.Int64("training.attempt", key.attempt),
+		zap.Int("training.rank", v.Rank), zap.String("group", v.Group),
+		zap.String("kind", "straggler."+v.Kind.String()),
+		zap.Int64("onset_step", v.OnsetStep), zap.Int64("last_flagged_step", v.LastFlaggedStep),
+		zap.Int("flagged_steps", v.FlaggedSteps), zap.Float64("peak_ratio", v.PeakRatio),
+		zap.Float64("compute_ratio", v.Evidence.ComputeRatio), zap.Float64("wait_ratio", v.Evidence.WaitRatio))
+}
+
+// isDecided reports whether a span of this step is late: the step was
+// decided recently, or is older than every step the job still remembers.
+func (js *jobState) isDecided(step int64) bool {
+	if _, ok := js.decided[step]; ok {
+		return true
+	}
+	return len(js.decidedOrder) == cap(js.decidedOrder) && step < js.decidedFloor
+}
+
+// markDecided remembers a decided step, forgetting the oldest beyond the
+// ring's capacity.
+func (js *jobState) markDecided(step int64) {
+	js.decided[step] = struct{}{}
+	if len(js.decidedOrder) < cap(js.decidedOrder) {
+		js.decidedOrder = append(js.decidedOrder, step)
+		if len(js.decidedOrder) == cap(js.decidedOrder) {
+			js.decidedFloor = slices.Min(js.decidedOrder)
+		}
+		return
+	}
+	delete(js.decided, js.decidedOrder[js.decidedNext])
+	js.decidedOrder[js.decidedNext] = step
+	js.decidedNext = (js.decidedNext + 1) % len(js.decidedOrder)
+	js.decidedFloor = slices.Min(js.decidedOrder)
+}
+
+// observeDuration reports whether d is more than factor times the mean of
+// the job's recent step durations (it needs minSlowHistory of them), then
+// adds d to the window.
+func (js *jobState) observeDuration(d time.Duration, factor float64) bool {
+	d = max(d, 0)
+	n := len(js.durations)
+	slow := n >= min(minSlowHistory, cap(js.durations)) && n > 0 && float64(d) > factor*js.durationSum/float64(n)
+	if n < cap(js.durations) {
+		js.durations = append(js.durations, d)
+	} else {
+		js.durationSum -= float64(js.durations[js.durationNext])
+		js.durations[js.durationNext] = d
+		js.durationNext = (js.durationNext + 1) % n
+	}
+	js.durationSum += float64(d)
+	return slow
+}
+
+// signal returns the rank's own compute time and its time in collectives.
+// Compute is the sum of the phase durations when the span has any, else the
+// step's duration less the time in collectives, else the step's duration
+// (which in synchronous training finds nothing, but is all there is).
+func signal(span ptrace.Span) (compute, wait time.Duration) {
+	attrs := span.Attributes()
+	var phases int64
+	hasPhase := false
+	for _, name := range phaseAttrs {
+		if v, ok := intAttr(attrs, attrs, name); ok {
+			phases = saturatingAdd(phases, max(v, 0))
+			hasPhase = true
+		}
+	}
+	total, hasWait := intAttr(attrs, attrs, attrCollTotalNs)
+	wait = time.Duration(max(total, 0))
+	if hasPhase {
+		return time.Duration(phases), wait
+	}
+	dur := int64(span.EndTimestamp()) - int64(span.StartTimestamp())
+	if span.EndTimestamp() < span.StartTimestamp() {
+		dur = 0
+	}
+	if hasWait {
+		return time.Duration(max(dur-int64(wait), 0)), wait
+	}
+	return time.Duration(max(dur, 0)), wait
+}
+
+func saturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// groupOf is the rank's pipeline stage, "" without one.
+func groupOf(span, res pcommon.Map) string {
+	for _, m := range []pcommon.Map{span, res} {
+		if v, ok := m.Get(attrPPStage); ok {
+			switch v.Type() {
+			case pcommon.ValueTypeInt:
+				return strconv.FormatInt(v.Int(), 10)
+			case pcommon.ValueTypeStr:
+				return v.Str()
+			default:
+				return v.AsString()
+			}
+		}
+	}
+	return ""
+}
+
+// intAttr reads an int attribute from the span, then the resource; a
+// double with an integral value counts.
+func intAttr(span, res pcommon.Map, key string) (int64, bool) {
+	for _, m := range []pcommon.Map{span, res} {
+		if v, ok := m.Get(key); ok {
+			switch v.Type() {
+			case pcommon.ValueTypeInt:
+				return v.Int(), true
+			case pcommon.ValueTypeDouble:
+				if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+					return int64(f), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+func strAttr(span, res pcommon.Map, key string) string {
+	for _, m := range []pcommon.Map{span, res} {
+		if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr {
+			return v.Str()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,50 @@
+package stragglerprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor"
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
+)
+
+var errConfigNotStraggler = errors.New("stragglerprocessor: config is not a *stragglerprocessor.Config")
+
+// NewFactory creates the factory of the straggler processor.
+func NewFactory() processor.Factory {
+	return processor.NewFactory(metadata.Type, createDefaultConfig,
+		processor.WithTraces(createTraces, metadata.TracesStability))
+}
+
+func createDefaultConfig() component.Config {
+	d := straggler.DefaultOptions()
+	return &Config{
+		DecisionWait:       3 * time.Second,
+		MaxJobs:            256,
+		MaxOpenStepsPerJob: 16,
+		MaxRanksPerStep:    32768,
+		MaxHeldSpans:       1 << 18,
+		SlowStepFactor:     3,
+		SlowStepWindow:     20,
+		Rule:               d.Rule,
+		Factor:             d.Factor,
+		ZThreshold:         d.ZThreshold,
+		MinExcess:          d.MinExcess,
+		MinGroupSize:       d.MinGroupSize,
+		PersistenceK:       straggler.DefaultK,
+		PersistenceN:       straggler.DefaultN,
+	}
+}
+
+func createTraces(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, errConfigNotStraggler
+	}
+	return newStragglerProcessor(c, set, next)
+}
