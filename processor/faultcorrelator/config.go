@@ -1,0 +1,111 @@
+package faultcorrelator // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/rules"
+)
+
+// Mode selects which inputs the correlator reads.
+type Mode string
+
+// Modes.
+const (
+	// ModeAgent: node-local rules over this node's metrics and logs; spans
+	// are ignored and node.silent is not tracked (a node cannot see itself
+	// go silent).
+	ModeAgent Mode = "agent"
+	// ModeGateway adds spans (straggler verdicts, step durations) and the
+	// node.heartbeat signal behind node.silent.
+	ModeGateway Mode = "gateway"
+)
+
+// Config is the configuration of the faultcorrelator connector.
+type Config struct {
+	// Mode is agent (default) or gateway.
+	Mode Mode `mapstructure:"mode"`
+	// Rules are merged over the shipped defaults (rules.Default) by name:
+	// either a YAML document string ("rules: [...]") or a list of rules.
+	Rules any `mapstructure:"rules"`
+	// EvaluationInterval between rule evaluations. Default 5s.
+	EvaluationInterval time.Duration `mapstructure:"evaluation_interval"`
+	// FaultIDBucket is the onset bucket of fault ids. Default 5m.
+	FaultIDBucket time.Duration `mapstructure:"fault_id_bucket"`
+	// ResolveAfter: an open fault whose rule has not matched for this long
+	// is resolved. Default 5m.
+	ResolveAfter time.Duration `mapstructure:"resolve_after"`
+	// MaxEntities bounds the entities tracked. Default 100000.
+	MaxEntities int `mapstructure:"max_entities"`
+	// MaxSamplesPerSeries bounds the samples per entity and signal. Default 256.
+	MaxSamplesPerSeries int `mapstructure:"max_samples_per_series"`
+	// MaxOpenFaults bounds the faults open at once; further matches are
+	// dropped (and logged). Default 10000.
+	MaxOpenFaults int `mapstructure:"max_open_faults"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// Validate checks the configuration; messages name the key and the value.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.Mode != ModeAgent && cfg.Mode != ModeGateway {
+		errs = append(errs, fmt.Errorf("mode: must be %q or %q, got %q", ModeAgent, ModeGateway, cfg.Mode))
+	}
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{{"evaluation_interval", cfg.EvaluationInterval}, {"resolve_after", cfg.ResolveAfter}} {
+		if d.val <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", d.key, d.val))
+		}
+	}
+	if cfg.FaultIDBucket < 0 {
+		errs = append(errs, fmt.Errorf("fault_id_bucket: must not be negative, got %s", cfg.FaultIDBucket))
+	}
+	for _, n := range []struct {
+		key string
+		val int
+	}{{"max_entities", cfg.MaxEntities}, {"max_samples_per_series", cfg.MaxSamplesPerSeries}, {"max_open_faults", cfg.MaxOpenFaults}} {
+		if n.val <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %d", n.key, n.val))
+		}
+	}
+	if _, err := cfg.loadRules(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// loadRules merges the configured rules over the defaults.
+func (cfg *Config) loadRules() ([]rules.Rule, error) {
+	defaults, err := rules.Default()
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	var doc []byte
+	switch r := cfg.Rules.(type) {
+	case nil:
+		return defaults, nil
+	case string:
+		doc = []byte(r)
+	case []any:
+		// A list from the collector's YAML: re-encode it as the rules file
+		// format so that rules.Load checks it (unknown fields included).
+		doc, err = yaml.Marshal(map[string]any{"rules": r})
+		if err != nil {
+			return nil, fmt.Errorf("rules: encoding the list: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("rules: must be a YAML string or a list of rules, got %T", cfg.Rules)
+	}
+	rs, err := rules.Load(doc, defaults)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	return rs, nil
+}

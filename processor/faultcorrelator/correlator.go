@@ -1,0 +1,335 @@
+package faultcorrelator // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+)
+
+type counterKey struct {
+	entity fault.Entity
+	signal string
+}
+
+type histPoint struct{ sum, count float64 }
+
+// openFault is one fault between its open and resolved records.
+type openFault struct {
+	record      fault.Record
+	signature   string // what the last emitted record said; a change is an update
+	lastMatched time.Time
+}
+
+// correlator is the one state behind the three paths of a config.
+type correlator struct {
+	cfg    *Config
+	logger *zap.Logger
+	next   consumer.Logs
+	meter  metric.Meter
+	now    func() time.Time
+
+	mu         sync.Mutex
+	eval       *rules.Evaluator
+	info       map[fault.Entity]where // identity of observed entities
+	counters   map[counterKey]float64 // per entity: summed growth of cumulative counters
+	sources    map[string]float64     // last value of each source counter
+	histograms map[string]histPoint   // last cumulative sum and count of each histogram
+	open       map[string]*openFault  // by dedup key (id type + entity)
+	dropped    int                    // matches refused because max_open_faults was reached
+
+	registration metric.Registration
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+}
+
+func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*correlator, error) {
+	rs, err := cfg.loadRules()
+	if err != nil {
+		return nil, fmt.Errorf("faultcorrelator: creating the connector: %w", err)
+	}
+	return &correlator{
+		cfg:    cfg,
+		logger: set.Logger,
+		next:   next,
+		meter:  set.TelemetrySettings.MeterProvider.Meter(metadata.ScopeName),
+		now:    time.Now,
+		eval: rules.NewEvaluator(rs, rules.Limits{
+			MaxEntities:         cfg.MaxEntities,
+			MaxSamplesPerSeries: cfg.MaxSamplesPerSeries,
+		}),
+		info:       map[fault.Entity]where{},
+		counters:   map[counterKey]float64{},
+		sources:    map[string]float64{},
+		histograms: map[string]histPoint{},
+		open:       map[string]*openFault{},
+	}, nil
+}
+
+func (c *correlator) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true}
+}
+
+// Start registers the faults_open gauge and evaluates the rules every
+// evaluation_interval until Shutdown.
+func (c *correlator) Start(context.Context, component.Host) error {
+	gauge, err := c.meter.Int64ObservableGauge("otelcol_faultcorrelator_faults_open",
+		metric.WithDescription("Faults open now, by fault.type and fault.severity. [Development]"),
+		metric.WithUnit("{fault}"))
+	if err != nil {
+		return fmt.Errorf("faultcorrelator: creating the faults_open gauge: %w", err)
+	}
+	c.registration, err = c.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for k, n := range c.openCounts() {
+			o.ObserveInt64(gauge, n, metric.WithAttributes(
+				attribute.String(fault.AttrType, k[0]), attribute.String(fault.AttrSeverity, k[1])))
+		}
+		return nil
+	}, gauge)
+	if err != nil {
+		return fmt.Errorf("faultcorrelator: registering the faults_open callback: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(c.cfg.EvaluationInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := c.evaluate(ctx); err != nil {
+					c.logger.Warn("faultcorrelator: emitting fault records", zap.Error(err))
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops the evaluation loop; open faults are not resolved (a
+// restart does not mean the hardware healed).
+func (c *correlator) Shutdown(context.Context) error {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	if c.registration != nil {
+		if err := c.registration.Unregister(); err != nil {
+			return fmt.Errorf("faultcorrelator: unregistering the faults_open callback: %w", err)
+		}
+	}
+	return nil
+}
+
+// openCounts returns the open faults by (type, severity).
+func (c *correlator) openCounts() map[[2]string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[[2]string]int64{}
+	for _, f := range c.open {
+		out[[2]string{string(f.record.Type), string(f.record.Severity)}]++
+	}
+	return out
+}
+
+// The consume calls strip forged fault.* attributes first: only the
+// correlator's own records may carry them.
+
+func (c *correlator) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	if n := fault.StripForgedTraces(td); n > 0 {
+		c.logger.Debug("faultcorrelator: renamed forged fault attributes on spans", zap.Int("count", n))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observeTraces(td, c.now())
+	return nil
+}
+
+func (c *correlator) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
+	if n := fault.StripForgedMetrics(md); n > 0 {
+		c.logger.Debug("faultcorrelator: renamed forged fault attributes on metrics", zap.Int("count", n))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observeMetrics(md, c.now())
+	return nil
+}
+
+func (c *correlator) ConsumeLogs(_ context.Context, ld plog.Logs) error {
+	if n := fault.StripForged(ld); n > 0 {
+		c.logger.Debug("faultcorrelator: renamed forged fault attributes on logs", zap.Int("count", n))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observeLogs(ld, c.now())
+	return nil
+}
+
+// severityRank orders severities: P1 first.
+func severityRank(s fault.Severity) int {
+	return strings.Index("P1P2P3P4", string(s))
+}
+
+// better reports whether a should stand for its fault rather than b.
+func better(a, b rules.Match) bool {
+	if severityRank(a.Severity) != severityRank(b.Severity) {
+		return severityRank(a.Severity) < severityRank(b.Severity)
+	}
+	return a.Confidence > b.Confidence
+}
+
+func idType(m rules.Match) string {
+	r := fault.Record{Type: m.FaultType, XID: m.XID}
+	return r.IDType()
+}
+
+// evaluate runs the rules and emits the records of faults that opened,
+// changed or resolved.
+func (c *correlator) evaluate(ctx context.Context) error {
+	records := c.step(c.now())
+	if len(records) == 0 {
+		return nil
+	}
+	ld := plog.NewLogs()
+	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
+	sl.Scope().SetName(metadata.ScopeName)
+	for _, r := range records {
+		r.ToLogRecord(sl.LogRecords().AppendEmpty())
+	}
+	if err := c.next.ConsumeLogs(ctx, ld); err != nil {
+		return fmt.Errorf("faultcorrelator: sending %d fault records: %w", len(records), err)
+	}
+	return nil
+}
+
+// step evaluates at now and returns the records to emit, ordered by fault
+// id. Several rules finding one fault type on one entity (XID 48 and DBE
+// counter growth) are one fault; the most severe, most confident match
+// speaks for it.
+func (c *correlator) step(now time.Time) []fault.Record {
+	matches := c.eval.Evaluate(now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	best := map[string]rules.Match{}
+	for _, m := range matches {
+		key := idType(m) + "\x00" + m.Entity.String()
+		if old, ok := best[key]; !ok || better(m, old) {
+			best[key] = m
+		}
+	}
+	var out []fault.Record
+	for key, m := range best {
+		f, ok := c.open[key]
+		if !ok {
+			if len(c.open) >= c.cfg.MaxOpenFaults {
+				c.dropped++
+				c.logger.Warn("faultcorrelator: max_open_faults reached, fault not opened",
+					zap.String("rule", m.Rule), zap.String("entity", m.Entity.String()))
+				continue
+			}
+			r := c.record(m, m.Since)
+			r.State = fault.StateOpen
+			c.open[key] = &openFault{record: r, signature: signature(r), lastMatched: now}
+			out = append(out, r)
+			continue
+		}
+		f.lastMatched = now
+		r := c.record(m, f.record.FirstSeen)
+		r.ID = f.record.ID // the id stays with the first onset
+		if sig := signature(r); sig != f.signature {
+			r.State = fault.StateUpdate
+			f.record, f.signature = r, sig
+			out = append(out, r)
+		}
+	}
+	for key, f := range c.open {
+		if _, matched := best[key]; matched || now.Sub(f.lastMatched) < c.cfg.ResolveAfter {
+			continue
+		}
+		r := f.record
+		r.State = fault.StateResolved
+		r.Summary = "resolved: " + r.Summary
+		delete(c.open, key)
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ID != out[j].ID {
+			return out[i].ID < out[j].ID
+		}
+		return out[i].State < out[j].State
+	})
+	return out
+}
+
+// record builds the fault record of m with onset firstSeen.
+func (c *correlator) record(m rules.Match, firstSeen time.Time) fault.Record {
+	w := c.info[m.Entity]
+	r := fault.Record{
+		Type: m.FaultType, XID: m.XID, Severity: m.Severity, Confidence: m.Confidence,
+		Rule: m.Rule, Action: m.Action, BlastRadius: m.BlastRadius, Entity: m.Entity,
+		HostName: w.host, GPUUUID: w.gpu, JobID: w.job, Rank: w.rank, RankKnown: w.rankKnown,
+		FirstSeen: firstSeen, LastSeen: m.At, Evidence: m.Evidence,
+	}
+	r.ID = r.ComputeID(c.cfg.FaultIDBucket)
+	r.Summary = summary(r)
+	return r
+}
+
+// summary is the one human sentence of the log body.
+func summary(r fault.Record) string {
+	var b strings.Builder
+	b.WriteString(string(r.Type))
+	if r.XID != 0 {
+		b.WriteString(" (XID " + strconv.Itoa(r.XID) + ")")
+	}
+	b.WriteString(" on " + r.Entity.String())
+	if r.HostName != "" {
+		b.WriteString(" (node " + r.HostName + ")")
+	}
+	b.WriteString(": ")
+	for i, ev := range r.Evidence {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if ev.Text != "" {
+			b.WriteString(ev.Signal + "=" + ev.Text)
+		} else {
+			b.WriteString(ev.Signal + "=" + strconv.FormatFloat(ev.Value, 'g', 4, 64))
+		}
+	}
+	b.WriteString(" -> " + string(r.Action))
+	return b.String()
+}
+
+// signature is what makes a change material: the rule, severity,
+// confidence and the evidence's signals and values (not their times, so
+// that the same reading seen again is no update).
+func signature(r fault.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%g", r.Rule, r.Severity, r.Confidence)
+	for _, ev := range r.Evidence {
+		fmt.Fprintf(&b, "|%s=%g/%s", ev.Signal, ev.Value, ev.Text)
+	}
+	return b.String()
+}

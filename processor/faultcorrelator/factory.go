@@ -1,0 +1,93 @@
+package faultcorrelator // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+)
+
+var errConfigNotFaultCorrelator = errors.New("faultcorrelator: creating the connector: config is not a *faultcorrelator.Config")
+
+// NewFactory creates the factory of the faultcorrelator connector. The
+// three paths of one config share one correlator (one rule state).
+func NewFactory() connector.Factory {
+	f := &factory{instances: sharedcomponent.NewMap[*Config, *correlator]()}
+	return connector.NewFactory(metadata.Type, createDefaultConfig,
+		connector.WithTracesToLogs(f.createTracesToLogs, metadata.TracesToLogsStability),
+		connector.WithMetricsToLogs(f.createMetricsToLogs, metadata.MetricsToLogsStability),
+		connector.WithLogsToLogs(f.createLogsToLogs, metadata.LogsToLogsStability))
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		Mode:                ModeAgent,
+		EvaluationInterval:  5 * time.Second,
+		FaultIDBucket:       5 * time.Minute,
+		ResolveAfter:        5 * time.Minute,
+		MaxEntities:         100_000,
+		MaxSamplesPerSeries: 256,
+		MaxOpenFaults:       10_000,
+	}
+}
+
+type factory struct {
+	instances *sharedcomponent.Map[*Config, *correlator]
+}
+
+// shared is the instance one pipeline gets: Start and Shutdown count
+// pipelines, the consume calls go to the one correlator.
+type shared struct {
+	*sharedcomponent.Component[*Config, *correlator]
+}
+
+func (s shared) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: true} // forged attributes are renamed in place
+}
+
+func (s shared) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return s.Inner.ConsumeTraces(ctx, td)
+}
+
+func (s shared) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	return s.Inner.ConsumeMetrics(ctx, md)
+}
+
+func (s shared) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	return s.Inner.ConsumeLogs(ctx, ld)
+}
+
+func (f *factory) get(set connector.Settings, cfg component.Config, next consumer.Logs) (shared, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return shared{}, errConfigNotFaultCorrelator
+	}
+	comp, err := f.instances.LoadOrStore(c, func() (*correlator, error) {
+		return newCorrelator(c, set, next)
+	})
+	if err != nil {
+		return shared{}, err
+	}
+	return shared{comp}, nil
+}
+
+func (f *factory) createTracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
+	return f.get(set, cfg, next)
+}
+
+func (f *factory) createMetricsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Metrics, error) {
+	return f.get(set, cfg, next)
+}
+
+func (f *factory) createLogsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Logs, error) {
+	return f.get(set, cfg, next)
+}

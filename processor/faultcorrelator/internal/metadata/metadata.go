@@ -1,0 +1,21 @@
+// Package metadata holds the identity of the faultcorrelator connector (type,
+// scope name, stability), written by hand in the shape mdatagen produces;
+// metadata.yaml next to the connector documents the same facts.
+package metadata // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+
+import "go.opentelemetry.io/collector/component"
+
+var (
+	// Type is the component type: "faultcorrelator".
+	Type = component.MustNewType("faultcorrelator")
+	// ScopeName is the instrumentation scope of the fault records and of the
+	// connector's own telemetry.
+	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+)
+
+// Stability of each path (traces, metrics and logs into logs).
+const (
+	TracesToLogsStability  = component.StabilityLevelDevelopment
+	MetricsToLogsStability = component.StabilityLevelDevelopment
+	LogsToLogsStability    = component.StabilityLevelDevelopment
+)

@@ -1,0 +1,171 @@
+package faultcorrelator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+func TestWhereEntities(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("host.name", "n1")
+	attrs.PutStr("gpu.uuid", "GPU-a")
+	attrs.PutStr("training.job.id", "j")
+	attrs.PutStr("training.rank", "7")
+	attrs.PutStr("ib.device", "mlx5_0")
+	attrs.PutInt("ib.port", 1)
+	var w where
+	w.read(attrs)
+	assert.Equal(t, []fault.Entity{
+		{Kind: fault.EntityGPU, Key: "GPU-a"},
+		{Kind: fault.EntityIBPort, Key: "n1/mlx5_0/1"},
+		{Kind: fault.EntityRank, Key: "j/7"},
+		{Kind: fault.EntityNode, Key: "n1"},
+		{Kind: fault.EntityJob, Key: "j"},
+	}, w.entities())
+	assert.Empty(t, where{}.entities())
+}
+
+func TestSignalNames(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("error.type", "crc_flit")
+	assert.Equal(t, []string{"gpu.nvlink.errors", "gpu.nvlink.errors{error.type=crc_flit}"}, signalNames("gpu.nvlink.errors", attrs))
+}
+
+func TestCounterGrowthHandlesResets(t *testing.T) {
+	c, _, _ := newTestCorrelator(t, nil)
+	assert.InDelta(t, 0, c.counterGrowth("s", 100), 0) // first sight: no growth known
+	assert.InDelta(t, 5, c.counterGrowth("s", 105), 0)
+	assert.InDelta(t, 3, c.counterGrowth("s", 3), 0) // reset: counted from zero
+}
+
+// Two GPUs' counters on one node must not look like growth when their
+// points interleave in the node's series.
+func TestNodeCounterSumsGrowthAcrossGPUs(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, func(cfg *Config) {
+		cfg.Rules = "rules:\n  - {name: node_crc, fault_type: nvlink.degraded, severity: P2, action: cordon, blast_radius: node, confidence: 0.5, entity: node, window: 5m, all: [{signal: \"gpu.nvlink.errors{error.type=crc_flit}\", agg: delta, op: \">\", value: 0}]}\n"
+	})
+	ctx := context.Background()
+	at := t0
+	for i := 0; i < 4; i++ {
+		for _, g := range []struct {
+			uuid string
+			crc  int64
+		}{{"GPU-a", 5000}, {"GPU-b", 0}} {
+			md := pmetric.NewMetrics()
+			rm := md.ResourceMetrics().AppendEmpty()
+			rm.Resource().Attributes().PutStr("host.name", testHost)
+			rm.Resource().Attributes().PutStr("gpu.uuid", g.uuid)
+			m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+			m.SetName("gpu.nvlink.errors")
+			s := m.SetEmptySum()
+			s.SetIsMonotonic(true)
+			s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			dp := s.DataPoints().AppendEmpty()
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+			dp.SetIntValue(g.crc)
+			dp.Attributes().PutStr("error.type", "crc_flit")
+			require.NoError(t, c.ConsumeMetrics(ctx, md))
+		}
+		at = at.Add(10 * time.Second)
+	}
+	clock.at = at
+	require.NoError(t, c.evaluate(ctx))
+	assert.Empty(t, faults(t, sink), "flat counters on two GPUs are no growth on their node")
+}
+
+func TestGPUResponsiveAgainIsNoHang(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, nil)
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("gpu.uuid", testGPU)
+	lr := rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	lr.SetTimestamp(pcommon.NewTimestampFromTime(t0))
+	lr.SetEventName("gpu.unresponsive")
+	lr.Attributes().PutBool("gpu.unresponsive", false)
+	require.NoError(t, c.ConsumeLogs(context.Background(), ld))
+	clock.at = t0.Add(time.Second)
+	require.NoError(t, c.evaluate(context.Background()))
+	assert.Empty(t, faults(t, sink))
+
+	lr.Attributes().PutBool("gpu.unresponsive", true)
+	require.NoError(t, c.ConsumeLogs(context.Background(), ld))
+	require.NoError(t, c.evaluate(context.Background()))
+	got := faults(t, sink)
+	require.Len(t, got, 1)
+	assert.Equal(t, fault.TypeGPUUnresponsive, got[0].Type)
+}
+
+func stragglerSpan(verdict string) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("host.name", testHost)
+	rs.Resource().Attributes().PutStr("training.job.id", "llama-70b")
+	sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetName("train.step")
+	sp.SetTraceID(pcommon.TraceID{0x4b, 0xf9, 1})
+	sp.SetSpanID(pcommon.SpanID{0x00, 0xf0, 2})
+	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(t0.Add(-2 * time.Second)))
+	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(t0))
+	sp.Attributes().PutInt("training.rank", 1045)
+	sp.Attributes().PutStr("straggler.verdict", verdict)
+	return td
+}
+
+func TestGatewayStragglerVerdictBecomesFault(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, func(cfg *Config) { cfg.Mode = ModeGateway })
+	require.NoError(t, c.ConsumeTraces(context.Background(), stragglerSpan("straggler.compute")))
+	clock.at = t0.Add(time.Second)
+	require.NoError(t, c.evaluate(context.Background()))
+	got := faults(t, sink)
+	require.Len(t, got, 1)
+	r := got[0]
+	assert.Equal(t, fault.TypeStragglerCompute, r.Type)
+	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: "llama-70b/1045"}, r.Entity)
+	assert.Equal(t, "llama-70b", r.JobID)
+	assert.True(t, r.RankKnown)
+	assert.Equal(t, int64(1045), r.Rank)
+	require.Len(t, r.Evidence, 1)
+	assert.Equal(t, pcommon.TraceID{0x4b, 0xf9, 1}, r.Evidence[0].TraceID)
+	assert.Equal(t, "straggler.compute", r.Evidence[0].Text)
+}
+
+func TestAgentIgnoresSpans(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, nil)
+	require.NoError(t, c.ConsumeTraces(context.Background(), stragglerSpan("straggler.compute")))
+	clock.at = t0.Add(time.Second)
+	require.NoError(t, c.evaluate(context.Background()))
+	assert.Empty(t, faults(t, sink))
+}
+
+func TestGatewayNodeSilent(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, func(cfg *Config) { cfg.Mode = ModeGateway })
+	ctx := context.Background()
+	require.NoError(t, c.ConsumeLogs(ctx, xidLogs(119, t0))) // any batch from the node is a heartbeat
+	clock.at = t0.Add(time.Minute)
+	require.NoError(t, c.evaluate(ctx))
+	for _, r := range faults(t, sink) {
+		assert.NotEqual(t, fault.TypeNodeSilent, r.Type)
+	}
+	clock.at = t0.Add(3 * time.Minute)
+	require.NoError(t, c.evaluate(ctx))
+	var silent []fault.Record
+	for _, r := range faults(t, sink) {
+		if r.Type == fault.TypeNodeSilent {
+			silent = append(silent, r)
+		}
+	}
+	require.Len(t, silent, 1)
+	assert.Equal(t, fault.Entity{Kind: fault.EntityNode, Key: testHost}, silent[0].Entity)
+	assert.Equal(t, testHost, silent[0].HostName)
+	assert.Empty(t, silent[0].GPUUUID, "a node fault carries no GPU")
+}
