@@ -27,7 +27,7 @@ GO_SOURCES := $(shell find receiver processor exporter connector extension inter
 BINARIES := bin/otelcol-gpu bin/otelcol-gpu-agent bin/otelcol-gpu-gateway
 E2E_PACKAGES := prometheus kcat
 
-.PHONY: build tools run test unit-test e2e-test e2e-deps lint fmt clean fuzz bench soak
+.PHONY: build tools run test unit-test e2e-test e2e-deps lint fmt clean fuzz bench detection soak
 
 build: $(BINARIES)
 
@@ -75,7 +75,7 @@ unit-test:
 # The end-to-end test runs the real binaries against a Kafka-protocol broker
 # (kfake), a real Prometheus and kcat; it needs the Debian packages below.
 e2e-test: build e2e-deps
-	$(GO) test -tags e2e -count=1 -v -timeout 20m ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -v -timeout 20m ./test/e2e/... ./internal/testbed/...
 
 e2e-deps:
 	@missing=""; for p in $(E2E_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
@@ -89,7 +89,7 @@ e2e-deps:
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags e2e ./test/e2e/...
+	$(GO) vet -tags e2e ./test/e2e/... ./internal/testbed/...
 	$(STATICCHECK) ./...
 
 fmt:
@@ -108,6 +108,16 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./connector/... ./extension/... ./internal/...
+	$(MAKE) detection
+
+# Detection quality (issue 6): the fault-injection suite at 64 ranks over
+# DETECTION_SEEDS runs, then the straggler scenarios at 1,024 and 16,384
+# ranks (step spans only at that scale; internal/testbed explains).
+DETECTION_SEEDS ?= 5
+detection:
+	$(GO) run ./cmd/gpusim -seeds $(DETECTION_SEEDS) -fail-below 0.95
+	$(GO) run ./cmd/gpusim -ranks 1024 -seeds 2 -fail-below 0.95
+	$(GO) run ./cmd/gpusim -ranks 16384 -step 3s -seeds 1 -fail-below 0.95
 
 # The end-to-end outage test with a long outage (E2E_OUTAGE, default 10m):
 # nothing scraped while the broker is away may be lost.

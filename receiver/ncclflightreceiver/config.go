@@ -20,6 +20,10 @@ type Config struct {
 	// JobID is training.job.id on everything emitted (and part of every
 	// finding's deduplication key); default empty.
 	JobID string `mapstructure:"job_id"`
+	// HostName is host.name on everything emitted; default os.Hostname().
+	// Set it where the collector's own host name is not the node's (a
+	// collector outside the node's network namespace, the testbed).
+	HostName string `mapstructure:"host_name"`
 	// Storage is a storage extension (e.g. file_storage) that remembers
 	// what was read, so a restart does not emit it again. Without one, the
 	// receiver remembers in memory only.

@@ -38,6 +38,7 @@ func TestConfig(t *testing.T) {
 	cfg = loadConfig(t, "all")
 	require.NoError(t, confmap.Validate(cfg))
 	assert.Equal(t, "llama-70b", cfg.JobID)
+	assert.Equal(t, "xl003", cfg.HostName)
 	assert.Equal(t, "file_storage/ncclflight", cfg.Storage.String())
 	assert.Equal(t, 3, cfg.FlightRecorder.Rank)
 	assert.Equal(t, int64(1048576), cfg.FlightRecorder.MaxFileSize)

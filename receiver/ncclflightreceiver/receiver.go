@@ -75,7 +75,10 @@ func newNCCLReceiver(cfg *Config, set receiver.Settings) (*ncclReceiver, error) 
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
+	host := cfg.HostName
+	if host == "" {
+		host, _ = os.Hostname()
+	}
 	return &ncclReceiver{
 		cfg:     cfg,
 		set:     set,

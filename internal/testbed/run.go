@@ -1,0 +1,466 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.uber.org/zap"
+)
+
+// Options configure a run. Zero fields take the defaults of
+// DefaultOptions.
+type Options struct {
+	// Seed of the run's randomness; 0 draws one (and the report says which).
+	Seed uint64
+	// Scenarios to run by name; empty runs them all.
+	Scenarios []string
+	// Ranks overrides every scenario's world size (a multiple of its GPUs
+	// per node); 0 keeps the scenarios' own (64).
+	Ranks int
+	// StepPeriod is the wall-clock length of a simulated step.
+	StepPeriod time.Duration
+	// ScrapeInterval of the dcgm and ib receivers.
+	ScrapeInterval time.Duration
+	// DecisionWait of the straggler processor; CollectiveWait of stepspan.
+	DecisionWait, CollectiveWait time.Duration
+	// EvaluationInterval of the correlator.
+	EvaluationInterval time.Duration
+	// Grace is how long the run keeps collecting records after the last step.
+	Grace time.Duration
+	// RuleOverrides are passed to the correlator's rules key (nil: the
+	// defaults of DefaultOptions).
+	RuleOverrides []map[string]any
+	// LogLevel of the collector's own logs.
+	LogLevel string
+	// Dir holds the simulated sysfs trees and dumps; empty: a temporary
+	// directory, removed at the end.
+	Dir string
+	// Logger reports progress; nil is silent.
+	Logger *zap.Logger
+}
+
+// DefaultOptions are the settings of the CI suite: a step per second and
+// a scrape per second, so 36 steps take 36 s.
+func DefaultOptions() Options {
+	return Options{
+		StepPeriod:         time.Second,
+		ScrapeInterval:     time.Second,
+		DecisionWait:       1500 * time.Millisecond,
+		CollectiveWait:     1500 * time.Millisecond,
+		EvaluationInterval: time.Second,
+		Grace:              15 * time.Second,
+		// node.silent waits 2 minutes by default; the suite's jobs last 36 s,
+		// so its window is scaled down here and only here.
+		RuleOverrides: []map[string]any{{
+			"name": "node_silent", "description": "a node of a running job sent nothing for the window (testbed: 8s)",
+			"fault_type": "node.silent", "severity": "P2", "action": "cordon", "blast_radius": "node",
+			"confidence": 0.7, "entity": "node", "window": "8s",
+			"all": []map[string]any{{"signal": "node.heartbeat", "agg": "absent"}},
+		}},
+		LogLevel: "warn",
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.StepPeriod <= 0 {
+		o.StepPeriod = d.StepPeriod
+	}
+	if o.ScrapeInterval <= 0 {
+		o.ScrapeInterval = d.ScrapeInterval
+	}
+	if o.DecisionWait <= 0 {
+		o.DecisionWait = d.DecisionWait
+	}
+	if o.CollectiveWait <= 0 {
+		o.CollectiveWait = d.CollectiveWait
+	}
+	if o.EvaluationInterval <= 0 {
+		o.EvaluationInterval = d.EvaluationInterval
+	}
+	if o.Grace <= 0 {
+		o.Grace = d.Grace
+	}
+	if o.RuleOverrides == nil {
+		o.RuleOverrides = d.RuleOverrides
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = d.LogLevel
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		for _, x := range b {
+			o.Seed = o.Seed<<8 | uint64(x)
+		}
+		o.Seed |= 1
+	}
+	return o
+}
+
+// lightInputs: at thousands of ranks a run cannot host a dcgm, ib and
+// ncclflight receiver per node; only the step spans are simulated (with
+// the collectives' total on the span, as a script timing them with CUDA
+// events sends it), and only the scenarios those carry run.
+func (o Options) lightInputs() bool { return o.Ranks > 512 }
+
+// lightKinds are the injections step spans alone can show.
+var lightKinds = map[string]bool{InjectComputeStraggler: true, InjectSlowLink: true, InjectLossNaN: true}
+
+// Run simulates the selected scenarios at once through one in-process
+// collector and scores the fault records.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts = opts.withDefaults()
+	all, err := Scenarios()
+	if err != nil {
+		return nil, err
+	}
+	selected, err := selectScenarios(all, opts)
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.Dir
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "gpusim-")
+		if err != nil {
+			return nil, fmt.Errorf("testbed: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	runID := strconv.FormatUint(opts.Seed%100000, 10)
+	opts.Logger.Info("testbed run", zap.Uint64("seed", opts.Seed), zap.Int("scenarios", len(selected)))
+
+	var jobs []*job
+	mux := http.NewServeMux()
+	for i, sc := range selected {
+		j := newJob(sc, runID, opts.Seed+uint64(i)*0x9e3779b97f4a7c15)
+		for _, nd := range j.nodes {
+			nd.sysfsRoot = filepath.Join(dir, nd.host, "sys")
+			if !opts.lightInputs() {
+				nd.frDir = filepath.Join(dir, nd.host, "fr")
+				if err := os.MkdirAll(nd.frDir, 0o755); err != nil {
+					return nil, fmt.Errorf("testbed: %w", err)
+				}
+				if err := nd.writeSysfs(); err != nil {
+					return nil, err
+				}
+			}
+			mux.Handle("/"+nd.host+"/metrics", nd)
+		}
+		jobs = append(jobs, j)
+	}
+	pages := httptest.NewServer(mux)
+	defer pages.Close()
+
+	otlpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pipelineConfig(opts, jobs, func(nd *node) string { return pages.URL + "/" + nd.host + "/metrics" }, otlpAddr)
+	if err != nil {
+		return nil, err
+	}
+	sink := &capture{}
+	stop, err := runCollector(ctx, cfg, sink)
+	if err != nil {
+		return nil, err
+	}
+	sender := &otlpSender{url: "http://" + otlpAddr + "/v1/traces", client: &http.Client{Timeout: 10 * time.Second}}
+
+	started := time.Now()
+	onsets := make([]time.Time, len(jobs))
+	var wg sync.WaitGroup
+	errs := make([]error, len(jobs))
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			onsets[i], errs[i] = drive(ctx, j, opts, sender)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = stop()
+		return nil, err
+	}
+	opts.Logger.Info("testbed: all steps sent; collecting", zap.Duration("grace", opts.Grace))
+	select {
+	case <-ctx.Done():
+	case <-time.After(opts.Grace):
+	}
+	stopErr := stop()
+	records, bad := sink.snapshot()
+	rep := score(opts, jobs, onsets, records)
+	rep.Duration = time.Since(started)
+	rep.BadRecords = len(bad)
+	if stopErr != nil {
+		return rep, fmt.Errorf("testbed: collector: %w", stopErr)
+	}
+	return rep, ctx.Err()
+}
+
+func selectScenarios(all []Scenario, opts Options) ([]Scenario, error) {
+	want, unknown := map[string]bool{}, map[string]bool{}
+	for _, n := range opts.Scenarios {
+		want[n], unknown[n] = true, true
+	}
+	var out []Scenario
+	for _, sc := range all {
+		delete(unknown, sc.Name)
+		if len(want) > 0 && !want[sc.Name] {
+			continue
+		}
+		if opts.lightInputs() && sc.Inject != nil && !lightKinds[sc.Inject.Kind] {
+			continue
+		}
+		if opts.Ranks > 0 {
+			if opts.Ranks%sc.GPUsPerNode != 0 {
+				return nil, fmt.Errorf("testbed: ranks %d is not a multiple of %d GPUs per node", opts.Ranks, sc.GPUsPerNode)
+			}
+			sc.Nodes = opts.Ranks / sc.GPUsPerNode
+		}
+		out = append(out, sc)
+	}
+	for n := range unknown {
+		return nil, fmt.Errorf("testbed: no scenario named %q", n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("testbed: no scenario selected")
+	}
+	return out, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("testbed: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// drive runs the job's steps in real time and returns the onset of its
+// injection (zero without one).
+func drive(ctx context.Context, j *job, opts Options, sender *otlpSender) (time.Time, error) {
+	var onset time.Time
+	next := time.Now()
+	for step := 0; step < j.sc.Steps; step++ {
+		start := next
+		next = start.Add(opts.StepPeriod)
+		if in := j.sc.Inject; in != nil && step == in.AtStep {
+			onset = start
+		}
+		for _, nd := range j.nodes {
+			nd.injectOnce(step)
+		}
+		ranks := j.simulateStep(step)
+		select {
+		case <-ctx.Done():
+			return onset, ctx.Err()
+		case <-time.After(time.Until(next)):
+		}
+		end := time.Now()
+		for _, nd := range j.nodes {
+			nd.tick(step)
+			if !opts.lightInputs() {
+				if err := nd.writeSysfs(); err != nil {
+					return onset, err
+				}
+			}
+		}
+		if j.stopped {
+			continue
+		}
+		if !opts.lightInputs() {
+			if err := j.recordFlight(step, start, end, ranks); err != nil {
+				return onset, err
+			}
+		}
+		if j.stopped {
+			continue // the step never finished: no step spans
+		}
+		if err := sender.send(ctx, j.stepSpans(step, start, end, ranks, opts.lightInputs())); err != nil {
+			return onset, err
+		}
+	}
+	return onset, nil
+}
+
+// recordFlight appends the step's collectives to every rank's flight
+// recorder and writes the dumps. A hang or a timed-out collective (after a
+// DBE) stops the job.
+func (j *job) recordFlight(step int, start, end time.Time, ranks []rankStep) error {
+	in := j.sc.Inject
+	hangAt := in != nil && in.Kind == InjectHang && step == in.AtStep
+	timeoutAt := in != nil && in.Kind == InjectDBE && step == in.AtStep+in.DelaySteps
+	span := end.Sub(start)
+	for _, r := range ranks {
+		nd := j.nodes[r.node]
+		if nd.isSilent() {
+			continue
+		}
+		entries := make([]frEntry, 0, collectivesPerStep)
+		for c := 0; c < collectivesPerStep; c++ {
+			e := frEntry{
+				seq:       j.collSeq + int64(c) + 1,
+				created:   start.Add(time.Duration(c+1) * span / (collectivesPerStep + 2)),
+				duration:  r.collectives[c],
+				state:     "completed",
+				retired:   true,
+				timeoutMs: 600000,
+			}
+			if hangAt || timeoutAt {
+				if c > 0 {
+					break // nothing after the collective that never finishes
+				}
+				e.state, e.retired = "started", false
+				if hangAt && j.isInjectedRank(r.node, r.gpu) {
+					break // the hung rank never enqueues it
+				}
+				if timeoutAt && j.isInjectedRank(r.node, r.gpu) {
+					// the watchdog gave up on it on the rank whose GPU failed
+					e.retired, e.timeoutMs = true, 1000
+				}
+			}
+			entries = append(entries, e)
+		}
+		nd.recordCollectives(r.rank, entries)
+		if err := nd.writeDump(r.rank); err != nil {
+			return err
+		}
+	}
+	j.collSeq += collectivesPerStep
+	if hangAt || timeoutAt {
+		j.stopped = true
+	}
+	return nil
+}
+
+// stepSpans builds the ranks' train.step spans as the Python SDK sends
+// them (docs/training-scripts.md), leaving out the ranks of silent nodes.
+func (j *job) stepSpans(step int, start, end time.Time, ranks []rankStep, withCollectives bool) []ptrace.Traces {
+	var out []ptrace.Traces
+	td := ptrace.NewTraces()
+	for _, r := range ranks {
+		nd := j.nodes[r.node]
+		if nd.isSilent() {
+			continue
+		}
+		rs := td.ResourceSpans().AppendEmpty()
+		res := rs.Resource().Attributes()
+		res.PutStr("service.name", "train")
+		res.PutStr("host.name", nd.host)
+		res.PutStr("training.job.id", j.id)
+		res.PutInt("training.rank", int64(r.rank))
+		res.PutInt("training.local_rank", int64(r.gpu))
+		res.PutInt("training.world_size", int64(j.sc.Ranks()))
+		res.PutStr("gpu.uuid", j.gpuUUID(r.node, r.gpu))
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("otelcol_gpu_step")
+		sp := ss.Spans().AppendEmpty()
+		sp.SetName("train.step")
+		sp.SetKind(ptrace.SpanKindInternal)
+		sp.SetTraceID(randomTraceID())
+		sp.SetSpanID(randomSpanID())
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+		a := sp.Attributes()
+		a.PutInt("iteration.step", int64(step))
+		for p, ph := range basePhases {
+			a.PutInt(ph.name, int64(r.phases[p]))
+		}
+		a.PutDouble("training.loss", r.loss)
+		if r.hasStage {
+			res.PutInt("training.pp_stage", int64(r.ppStage))
+		}
+		if withCollectives {
+			var total time.Duration
+			for _, c := range r.collectives {
+				total += c
+			}
+			a.PutInt("nccl.collectives.count", collectivesPerStep)
+			a.PutInt("nccl.collectives.total_ns", int64(total))
+		}
+		if td.ResourceSpans().Len() >= 256 {
+			out = append(out, td)
+			td = ptrace.NewTraces()
+		}
+	}
+	if td.ResourceSpans().Len() > 0 {
+		out = append(out, td)
+	}
+	return out
+}
+
+func randomTraceID() pcommon.TraceID {
+	var id pcommon.TraceID
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+func randomSpanID() pcommon.SpanID {
+	var id pcommon.SpanID
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+// otlpSender posts traces to the collector's OTLP/HTTP receiver, as the
+// training SDK does.
+type otlpSender struct {
+	url    string
+	client *http.Client
+}
+
+func (s *otlpSender) send(ctx context.Context, batches []ptrace.Traces) error {
+	for _, td := range batches {
+		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			return fmt.Errorf("testbed: encoding step spans: %w", err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("testbed: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return fmt.Errorf("testbed: sending step spans: %w", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("testbed: sending step spans: HTTP %d", resp.StatusCode)
+		}
+	}
+	return nil
+}
+
+// median of ds; NaN when empty.
+func median(ds []float64) float64 {
+	if len(ds) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), ds...)
+	sortFloats(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,171 @@
+// Package testbed is the fault-injection simulator of the detection-quality
+// suite (issue 6). It simulates training jobs on GPU nodes and injects
+// faults at the raw inputs the agent reads — dcgm-exporter pages, sysfs
+// InfiniBand counter files, PyTorch flight-recorder dumps and OTLP step
+// spans — then runs the real receivers, processors and connectors in one
+// in-process collector and scores the fault records that come out against
+// the expected outcomes of scenarios.yaml: per fault type precision, recall
+// and time from onset to the first open record.
+//
+// Time is real: a simulated step lasts Options.StepPeriod and the receivers
+// scrape at Options.ScrapeInterval, so the latencies measured are the
+// pipeline's own. Randomness comes from one seed per run, logged and
+// reported, so a run can be repeated.
+package testbed // import "github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+//go:embed scenarios.yaml
+var scenariosYAML []byte
+
+// Injection kinds (scenarios.yaml explains each).
+const (
+	InjectComputeStraggler  = "compute_straggler"
+	InjectSlowLink          = "slow_link"
+	InjectNVLinkDegradation = "nvlink_degradation"
+	InjectDBE               = "dbe"
+	InjectThermal           = "thermal"
+	InjectIBFlap            = "ib_flap"
+	InjectHang              = "hang"
+	InjectLossNaN           = "loss_nan"
+	InjectSilentNode        = "silent_node"
+)
+
+// Scenario is one simulated job and what the pipeline must conclude.
+type Scenario struct {
+	Name         string        `yaml:"name"`
+	HardNegative bool          `yaml:"hard_negative"`
+	Nodes        int           `yaml:"nodes"`
+	GPUsPerNode  int           `yaml:"gpus_per_node"`
+	Steps        int           `yaml:"steps"`
+	Jitter       float64       `yaml:"jitter"`
+	Inject       *Injection    `yaml:"inject"`
+	Noise        Noise         `yaml:"noise"`
+	Expect       []Expectation `yaml:"expect"`
+	Allow        []Expectation `yaml:"allow"`
+}
+
+// Injection is the fault a scenario injects from AtStep on.
+type Injection struct {
+	Kind         string  `yaml:"kind"`
+	AtStep       int     `yaml:"at_step"`
+	Node         int     `yaml:"node"`
+	GPU          int     `yaml:"gpu"`
+	Factor       float64 `yaml:"factor"`
+	CRCPerScrape float64 `yaml:"crc_per_scrape"`
+	DelaySteps   int     `yaml:"delay_steps"`
+	PeriodSteps  int     `yaml:"period_steps"`
+}
+
+// Noise is what healthy jobs do that must not look like a fault.
+type Noise struct {
+	CheckpointEvery  int       `yaml:"checkpoint_every"`
+	CheckpointFactor float64   `yaml:"checkpoint_factor"`
+	HiccupProb       float64   `yaml:"hiccup_prob"`
+	HiccupFactor     float64   `yaml:"hiccup_factor"`
+	PPStages         []float64 `yaml:"pp_stages"`
+	SeqLenSigma      float64   `yaml:"seqlen_sigma"`
+}
+
+// Expectation names a fault type and the entity it must (expect) or may
+// (allow) be opened on. Node, GPU, Device and Port select within the
+// scenario's job; unset ones match anything.
+type Expectation struct {
+	Type   fault.Type `yaml:"type"`
+	Entity string     `yaml:"entity"` // gpu, rank, node, ib_port, job or any
+	Node   *int       `yaml:"node"`
+	GPU    *int       `yaml:"gpu"`
+	Device string     `yaml:"device"`
+	Port   string     `yaml:"port"`
+}
+
+type scenarioFile struct {
+	Defaults  Scenario   `yaml:"defaults"`
+	Scenarios []Scenario `yaml:"scenarios"`
+}
+
+// Scenarios returns the committed scenarios with the defaults applied.
+func Scenarios() ([]Scenario, error) {
+	return parseScenarios(scenariosYAML)
+}
+
+func parseScenarios(doc []byte) ([]Scenario, error) {
+	var f scenarioFile
+	if err := yaml.Unmarshal(doc, &f); err != nil {
+		return nil, fmt.Errorf("testbed: scenarios.yaml: %w", err)
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for i := range f.Scenarios {
+		s := &f.Scenarios[i]
+		if s.Nodes == 0 {
+			s.Nodes = f.Defaults.Nodes
+		}
+		if s.GPUsPerNode == 0 {
+			s.GPUsPerNode = f.Defaults.GPUsPerNode
+		}
+		if s.Steps == 0 {
+			s.Steps = f.Defaults.Steps
+		}
+		if s.Jitter == 0 {
+			s.Jitter = f.Defaults.Jitter
+		}
+		if err := s.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %d (%q): %w", i, s.Name, err))
+		}
+		if seen[s.Name] {
+			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %q defined twice", s.Name))
+		}
+		seen[s.Name] = true
+	}
+	return f.Scenarios, errors.Join(errs...)
+}
+
+func (s *Scenario) validate() error {
+	switch {
+	case s.Name == "":
+		return errors.New("name: empty")
+	case s.Nodes <= 0 || s.GPUsPerNode <= 0 || s.Steps <= 0:
+		return errors.New("nodes, gpus_per_node and steps must be positive")
+	case s.HardNegative && (s.Inject != nil || len(s.Expect) > 0 || len(s.Allow) > 0):
+		return errors.New("a hard negative injects, expects and allows nothing")
+	case !s.HardNegative && (s.Inject == nil || len(s.Expect) == 0):
+		return errors.New("a fault scenario needs inject and expect")
+	}
+	if in := s.Inject; in != nil {
+		switch in.Kind {
+		case InjectComputeStraggler, InjectSlowLink, InjectNVLinkDegradation, InjectDBE, InjectThermal,
+			InjectIBFlap, InjectHang, InjectLossNaN, InjectSilentNode:
+		default:
+			return fmt.Errorf("inject.kind: unknown %q", in.Kind)
+		}
+		if in.AtStep <= 0 || in.AtStep >= s.Steps {
+			return fmt.Errorf("inject.at_step: %d is outside the run's %d steps", in.AtStep, s.Steps)
+		}
+		if in.Node < 0 || in.Node >= s.Nodes || in.GPU < 0 || in.GPU >= s.GPUsPerNode {
+			return fmt.Errorf("inject: node %d gpu %d is outside %d nodes x %d GPUs", in.Node, in.GPU, s.Nodes, s.GPUsPerNode)
+		}
+	}
+	for _, e := range append(append([]Expectation{}, s.Expect...), s.Allow...) {
+		if !e.Type.Valid() {
+			return fmt.Errorf("expect/allow: unknown fault type %q", e.Type)
+		}
+		switch e.Entity {
+		case "gpu", "rank", "node", "ib_port", "job", "any":
+		default:
+			return fmt.Errorf("expect/allow: unknown entity %q", e.Entity)
+		}
+	}
+	return nil
+}
+
+// Ranks is the scenario's world size.
+func (s *Scenario) Ranks() int { return s.Nodes * s.GPUsPerNode }

@@ -1,0 +1,96 @@
+package testbed
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+func TestScenariosLoad(t *testing.T) {
+	scs, err := Scenarios()
+	require.NoError(t, err)
+	kinds := map[string]bool{}
+	negatives := 0
+	for _, sc := range scs {
+		assert.Equal(t, 64, sc.Ranks(), sc.Name)
+		if sc.HardNegative {
+			negatives++
+			continue
+		}
+		kinds[sc.Inject.Kind] = true
+	}
+	// every fault kind of the issue and the four hard negatives
+	for _, k := range []string{InjectComputeStraggler, InjectSlowLink, InjectNVLinkDegradation, InjectDBE,
+		InjectThermal, InjectIBFlap, InjectHang, InjectLossNaN, InjectSilentNode} {
+		assert.True(t, kinds[k], k)
+	}
+	assert.Equal(t, 4, negatives)
+}
+
+func TestScenariosInvalid(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown kind":      "defaults: {nodes: 1, gpus_per_node: 8, steps: 10}\nscenarios: [{name: a, inject: {kind: meteor, at_step: 2}, expect: [{type: gpu.thermal, entity: gpu}]}]",
+		"onset after end":   "defaults: {nodes: 1, gpus_per_node: 8, steps: 10}\nscenarios: [{name: a, inject: {kind: thermal, at_step: 20}, expect: [{type: gpu.thermal, entity: gpu}]}]",
+		"negative expects":  "defaults: {nodes: 1, gpus_per_node: 8, steps: 10}\nscenarios: [{name: a, hard_negative: true, expect: [{type: gpu.thermal, entity: gpu}]}]",
+		"unknown type":      "defaults: {nodes: 1, gpus_per_node: 8, steps: 10}\nscenarios: [{name: a, inject: {kind: thermal, at_step: 2}, expect: [{type: gpu.melted, entity: gpu}]}]",
+		"node out of range": "defaults: {nodes: 1, gpus_per_node: 8, steps: 10}\nscenarios: [{name: a, inject: {kind: thermal, at_step: 2, node: 3}, expect: [{type: gpu.thermal, entity: gpu}]}]",
+	} {
+		_, err := parseScenarios([]byte(doc))
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), `scenario 0 ("a")`, name)
+	}
+}
+
+func ptr(i int) *int { return &i }
+
+// TestScore checks the attribution and matching rules on hand-made records.
+func TestScore(t *testing.T) {
+	sc := Scenario{Name: "thermal", Nodes: 2, GPUsPerNode: 8, Steps: 10,
+		Inject: &Injection{Kind: InjectThermal, AtStep: 3, Node: 1, GPU: 2},
+		Expect: []Expectation{{Type: fault.TypeGPUThermal, Entity: "gpu", Node: ptr(1), GPU: ptr(2)}},
+		Allow:  []Expectation{{Type: fault.TypeStragglerCompute, Entity: "rank", Node: ptr(1), GPU: ptr(2)}}}
+	neg := Scenario{Name: "healthy", HardNegative: true, Nodes: 2, GPUsPerNode: 8, Steps: 10}
+	jobs := []*job{newJob(sc, "1", 1), newJob(neg, "1", 2)}
+	onset := time.Unix(1000, 0)
+	rec := func(id string, typ fault.Type, kind fault.EntityKind, key string, at time.Duration) captured {
+		return captured{record: fault.Record{ID: id, Type: typ, State: fault.StateOpen, Entity: fault.Entity{Kind: kind, Key: key}}, at: onset.Add(at)}
+	}
+	records := []captured{
+		rec("a", fault.TypeGPUThermal, fault.EntityGPU, jobs[0].gpuUUID(1, 2), 4*time.Second),
+		rec("a", fault.TypeGPUThermal, fault.EntityGPU, jobs[0].gpuUUID(1, 2), 9*time.Second),   // same id again
+		rec("b", fault.TypeStragglerCompute, fault.EntityRank, jobs[0].id+"/10", 6*time.Second), // allowed: rank 10 is node 1 GPU 2
+		rec("c", fault.TypeStragglerCompute, fault.EntityRank, jobs[0].id+"/3", 6*time.Second),  // not allowed
+		rec("d", fault.TypeGPUThermal, fault.EntityGPU, jobs[1].gpuUUID(0, 0), time.Second),     // on the hard negative
+		rec("e", fault.TypeNodeSilent, fault.EntityNode, "elsewhere", time.Second),              // nobody's
+	}
+	rep := score(Options{StepPeriod: time.Second}, jobs, []time.Time{onset, {}}, records)
+	byType := map[fault.Type]TypeResult{}
+	for _, tr := range rep.Types {
+		byType[tr.Type] = tr
+	}
+	th := byType[fault.TypeGPUThermal]
+	assert.Equal(t, 1, th.Detected)
+	assert.Equal(t, []time.Duration{4 * time.Second}, th.TimesToOpen)
+	assert.Equal(t, 2, th.Opened)
+	assert.Equal(t, 1, th.FalsePositives)
+	assert.InDelta(t, 0.5, th.Precision(), 1e-9)
+	sc2 := byType[fault.TypeStragglerCompute]
+	assert.Equal(t, 2, sc2.Opened)
+	assert.Equal(t, 1, sc2.FalsePositives)
+	assert.Equal(t, 1, byType[fault.TypeNodeSilent].FalsePositives)
+	assert.Len(t, rep.Unattributed, 1)
+	require.Len(t, rep.Scenarios, 2)
+	assert.Len(t, rep.Scenarios[1].FalsePositives, 1)
+
+	var b strings.Builder
+	rep.Write(&b)
+	assert.Contains(t, b.String(), "| gpu.thermal | 1 | 1 | 1.00 | 2 | 1 | 0.50 |")
+	total := NewTotals()
+	total.Add(rep)
+	assert.False(t, total.Meets(0.95))
+}

@@ -1,0 +1,334 @@
+package testbed
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// Report is the outcome of one run.
+type Report struct {
+	Seed      uint64
+	Ranks     int
+	Scenarios []ScenarioResult
+	// Types holds precision and recall per fault type, sorted by type.
+	Types      []TypeResult
+	Duration   time.Duration
+	BadRecords int // records the correlator emitted that did not parse
+	// Unattributed are open records naming no simulated job, node or GPU.
+	Unattributed []string
+	StepPeriod   time.Duration
+}
+
+// ScenarioResult is what one scenario's job produced.
+type ScenarioResult struct {
+	Name         string
+	HardNegative bool
+	// Found holds, per expectation, the delay from onset to its first open
+	// record; negative when it never opened.
+	Found []time.Duration
+	// Opened are the distinct faults opened on the job ("type entity").
+	Opened []string
+	// FalsePositives are the opened faults no expectation or allowance
+	// covers.
+	FalsePositives []string
+}
+
+// TypeResult is the detection quality for one fault type.
+type TypeResult struct {
+	Type           fault.Type
+	Expected       int // required detections
+	Detected       int
+	Opened         int // distinct open records of the type
+	FalsePositives int
+	TimesToOpen    []time.Duration
+}
+
+// Precision is (opened - false positives) / opened; 1 when none opened.
+func (t TypeResult) Precision() float64 {
+	if t.Opened == 0 {
+		return 1
+	}
+	return float64(t.Opened-t.FalsePositives) / float64(t.Opened)
+}
+
+// Recall is detected / expected; 1 when none was expected.
+func (t TypeResult) Recall() float64 {
+	if t.Expected == 0 {
+		return 1
+	}
+	return float64(t.Detected) / float64(t.Expected)
+}
+
+// score attributes each opened fault to the job it names and compares it
+// with the job's expectations.
+func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *Report {
+	rep := &Report{Seed: opts.Seed, StepPeriod: opts.StepPeriod}
+	if len(jobs) > 0 {
+		rep.Ranks = jobs[0].sc.Ranks()
+	}
+	byJob, byHost, byGPU := map[string]int{}, map[string]int{}, map[string]int{}
+	for i, j := range jobs {
+		byJob[j.id] = i
+		for _, nd := range j.nodes {
+			byHost[nd.host] = i
+			for g := range nd.gpus {
+				byGPU[j.gpuUUID(nd.index, g)] = i
+			}
+		}
+	}
+	// the first open record of each fault id
+	first := map[string]captured{}
+	var order []string
+	for _, c := range records {
+		if c.record.State != fault.StateOpen {
+			continue
+		}
+		if _, seen := first[c.record.ID]; !seen {
+			first[c.record.ID] = c
+			order = append(order, c.record.ID)
+		}
+	}
+	perJob := make([][]captured, len(jobs))
+	for _, id := range order {
+		c := first[id]
+		i, ok := attribute(c.record, byJob, byHost, byGPU)
+		if !ok {
+			rep.Unattributed = append(rep.Unattributed, describe(c.record))
+			continue
+		}
+		perJob[i] = append(perJob[i], c)
+	}
+
+	types := map[fault.Type]*TypeResult{}
+	typ := func(t fault.Type) *TypeResult {
+		if types[t] == nil {
+			types[t] = &TypeResult{Type: t}
+		}
+		return types[t]
+	}
+	for i, j := range jobs {
+		res := ScenarioResult{Name: j.sc.Name, HardNegative: j.sc.HardNegative}
+		for _, e := range j.sc.Expect {
+			tr := typ(e.Type)
+			tr.Expected++
+			delay := time.Duration(-1)
+			for _, c := range perJob[i] {
+				if j.matches(e, c.record) && (delay < 0 || c.at.Sub(onsets[i]) < delay) {
+					delay = max(c.at.Sub(onsets[i]), 0)
+				}
+			}
+			if delay >= 0 {
+				tr.Detected++
+				tr.TimesToOpen = append(tr.TimesToOpen, delay)
+			}
+			res.Found = append(res.Found, delay)
+		}
+		for _, c := range perJob[i] {
+			tr := typ(c.record.Type)
+			tr.Opened++
+			res.Opened = append(res.Opened, fmt.Sprintf("%s (+%.1fs, first_seen %+.1fs)", describe(c.record), c.at.Sub(onsets[i]).Seconds(), c.record.FirstSeen.Sub(onsets[i]).Seconds()))
+			covered := false
+			for _, e := range append(append([]Expectation{}, j.sc.Expect...), j.sc.Allow...) {
+				covered = covered || j.matches(e, c.record)
+			}
+			if !covered {
+				tr.FalsePositives++
+				res.FalsePositives = append(res.FalsePositives, describe(c.record))
+			}
+		}
+		rep.Scenarios = append(rep.Scenarios, res)
+	}
+	for _, u := range rep.Unattributed {
+		t, _, _ := strings.Cut(u, " ")
+		tr := typ(fault.Type(t))
+		tr.Opened++
+		tr.FalsePositives++
+	}
+	for _, tr := range types {
+		rep.Types = append(rep.Types, *tr)
+	}
+	sort.Slice(rep.Types, func(a, b int) bool { return rep.Types[a].Type < rep.Types[b].Type })
+	return rep
+}
+
+func attribute(r fault.Record, byJob, byHost, byGPU map[string]int) (int, bool) {
+	if i, ok := byJob[r.JobID]; ok && r.JobID != "" {
+		return i, true
+	}
+	if i, ok := byHost[r.HostName]; ok && r.HostName != "" {
+		return i, true
+	}
+	if i, ok := byGPU[r.GPUUUID]; ok && r.GPUUUID != "" {
+		return i, true
+	}
+	// the entity key names a host or a job (node:h, ib_port:h/dev/port, rank:job/r)
+	key := r.Entity.Key
+	if k, _, ok := strings.Cut(key, "/"); ok {
+		key = k
+	}
+	if i, ok := byHost[key]; ok {
+		return i, true
+	}
+	if i, ok := byJob[key]; ok {
+		return i, true
+	}
+	if i, ok := byGPU[key]; ok {
+		return i, true
+	}
+	return 0, false
+}
+
+func describe(r fault.Record) string {
+	return string(r.Type) + " " + r.Entity.String()
+}
+
+// matches reports whether record r satisfies expectation e within job j.
+func (j *job) matches(e Expectation, r fault.Record) bool {
+	if r.Type != e.Type {
+		return false
+	}
+	if e.Entity != "any" && string(r.Entity.Kind) != e.Entity {
+		return false
+	}
+	nodeOK := func(host string) bool { return e.Node == nil || host == j.hostName(*e.Node) }
+	switch e.Entity {
+	case "gpu":
+		if e.Node == nil || e.GPU == nil {
+			return true
+		}
+		return r.Entity.Key == j.gpuUUID(*e.Node, *e.GPU)
+	case "rank":
+		jobID, rankText, ok := strings.Cut(r.Entity.Key, "/")
+		rank, err := strconv.Atoi(rankText)
+		if !ok || err != nil || jobID != j.id {
+			return false
+		}
+		n, g := rank/j.sc.GPUsPerNode, rank%j.sc.GPUsPerNode
+		return (e.Node == nil || *e.Node == n) && (e.GPU == nil || *e.GPU == g)
+	case "node":
+		return nodeOK(r.Entity.Key)
+	case "ib_port":
+		parts := strings.Split(r.Entity.Key, "/")
+		return len(parts) == 3 && nodeOK(parts[0]) &&
+			(e.Device == "" || parts[1] == e.Device) && (e.Port == "" || parts[2] == e.Port)
+	case "job":
+		return r.Entity.Key == j.id
+	}
+	return true // any
+}
+
+// Write prints the report as Markdown.
+func (rep *Report) Write(w io.Writer) {
+	fmt.Fprintf(w, "seed %d, %d ranks per job, step %s, %d scenarios, %.0f s\n\n",
+		rep.Seed, rep.Ranks, rep.StepPeriod, len(rep.Scenarios), rep.Duration.Seconds())
+	rep.writeTypes(w)
+	for _, s := range rep.Scenarios {
+		kind := "fault"
+		if s.HardNegative {
+			kind = "hard negative"
+		}
+		fmt.Fprintf(w, "- %s (%s): opened %v", s.Name, kind, s.Opened)
+		if len(s.FalsePositives) > 0 {
+			fmt.Fprintf(w, "; FALSE POSITIVES %v", s.FalsePositives)
+		}
+		for i, d := range s.Found {
+			if d < 0 {
+				fmt.Fprintf(w, "; MISSED expectation %d", i)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.Unattributed) > 0 {
+		fmt.Fprintf(w, "- unattributed records: %v\n", rep.Unattributed)
+	}
+	if rep.BadRecords > 0 {
+		fmt.Fprintf(w, "- %d fault records did not parse\n", rep.BadRecords)
+	}
+}
+
+func sortFloats(s []float64) { slices.Sort(s) }
+
+// Totals adds up the reports of several runs.
+type Totals struct {
+	runs          int
+	seeds         []uint64
+	types         map[fault.Type]*TypeResult
+	hardNegatives int // faults opened on hard negatives
+	bad           int
+}
+
+// NewTotals returns empty totals.
+func NewTotals() *Totals { return &Totals{types: map[fault.Type]*TypeResult{}} }
+
+// Add counts one run.
+func (t *Totals) Add(rep *Report) {
+	t.runs++
+	t.seeds = append(t.seeds, rep.Seed)
+	t.bad += rep.BadRecords
+	for _, tr := range rep.Types {
+		acc := t.types[tr.Type]
+		if acc == nil {
+			acc = &TypeResult{Type: tr.Type}
+			t.types[tr.Type] = acc
+		}
+		acc.Expected += tr.Expected
+		acc.Detected += tr.Detected
+		acc.Opened += tr.Opened
+		acc.FalsePositives += tr.FalsePositives
+		acc.TimesToOpen = append(acc.TimesToOpen, tr.TimesToOpen...)
+	}
+	for _, s := range rep.Scenarios {
+		if s.HardNegative {
+			t.hardNegatives += len(s.Opened)
+		}
+	}
+}
+
+// Meets reports whether every type reaches target precision and recall,
+// no hard negative opened a fault and every record parsed.
+func (t *Totals) Meets(target float64) bool {
+	for _, tr := range t.types {
+		if tr.Precision() < target || tr.Recall() < target {
+			return false
+		}
+	}
+	return t.hardNegatives == 0 && t.bad == 0
+}
+
+// Write prints the totals as Markdown.
+func (t *Totals) Write(w io.Writer) {
+	rep := &Report{}
+	for _, tr := range t.types {
+		rep.Types = append(rep.Types, *tr)
+	}
+	sort.Slice(rep.Types, func(a, b int) bool { return rep.Types[a].Type < rep.Types[b].Type })
+	fmt.Fprintf(w, "%d runs, seeds %v; faults opened on hard negatives: %d\n\n", t.runs, t.seeds, t.hardNegatives)
+	rep.StepPeriod = time.Second
+	rep.writeTypes(w)
+}
+
+// writeTypes prints the per-type table.
+func (rep *Report) writeTypes(w io.Writer) {
+	fmt.Fprintln(w, "| fault type | expected | detected | recall | opened | false positives | precision | time to open: median, max |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, t := range rep.Types {
+		ds := make([]float64, len(t.TimesToOpen))
+		for i, d := range t.TimesToOpen {
+			ds[i] = d.Seconds()
+		}
+		timing := "-"
+		if len(ds) > 0 {
+			timing = fmt.Sprintf("%.1f s, %.1f s (%.1f steps)", median(ds), slices.Max(ds), slices.Max(ds)/rep.StepPeriod.Seconds())
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %d | %d | %.2f | %s |\n",
+			t.Type, t.Expected, t.Detected, t.Recall(), t.Opened, t.FalsePositives, t.Precision(), timing)
+	}
+	fmt.Fprintln(w)
+}

