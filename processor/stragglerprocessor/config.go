@@ -22,11 +22,16 @@ type Config struct {
 	// MaxOpenStepsPerJob bounds a job's undecided steps; beyond it the
 	// oldest is decided with what it has. Default 16.
 	MaxOpenStepsPerJob int `mapstructure:"max_open_steps_per_job"`
-	// MaxRanksPerStep bounds the ranks gathered for one step; spans beyond
-	// it pass on unannotated. Default 32768.
+	// MaxRanksPerStep bounds the ranks gathered for one step; ranks beyond
+	// it are left out of the decision. Default 32768.
 	MaxRanksPerStep int `mapstructure:"max_ranks_per_step"`
-	// MaxHeldSpans bounds the rank spans held over all jobs (they dominate
-	// memory); beyond it the oldest open step is decided. Default 262144.
+	// MaxHeldRanks bounds the rank records (about 100 bytes each) held in
+	// open steps over all jobs; beyond it the oldest open step is decided.
+	// Default 1048576.
+	MaxHeldRanks int `mapstructure:"max_held_ranks"`
+	// MaxHeldSpans is the removed bound on held rank spans: spans are no
+	// longer held. Set, it fails Validate with a pointer to max_held_ranks
+	// (its count meant the same, but its memory was 30 times larger).
 	MaxHeldSpans int `mapstructure:"max_held_spans"`
 	// SlowStepFactor: a step longer than this many times the job's rolling
 	// mean step duration carries step.slow = true. Default 3.
@@ -85,10 +90,13 @@ func (cfg *Config) Validate() error {
 		name string
 		v    int
 	}{{"max_jobs", cfg.MaxJobs}, {"max_open_steps_per_job", cfg.MaxOpenStepsPerJob}, {"max_ranks_per_step", cfg.MaxRanksPerStep},
-		{"max_held_spans", cfg.MaxHeldSpans}, {"slow_step_window", cfg.SlowStepWindow}} {
+		{"max_held_ranks", cfg.MaxHeldRanks}, {"slow_step_window", cfg.SlowStepWindow}} {
 		if b.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %d", b.name, b.v))
 		}
+	}
+	if cfg.MaxHeldSpans != 0 {
+		errs = append(errs, fmt.Errorf("max_held_spans: removed (rank spans are no longer held, only about 100 bytes per rank); use max_held_ranks instead, got %d", cfg.MaxHeldSpans))
 	}
 	if math.IsNaN(cfg.SlowStepFactor) || math.IsInf(cfg.SlowStepFactor, 0) || cfg.SlowStepFactor <= 1 {
 		errs = append(errs, fmt.Errorf("slow_step_factor: must be a finite number greater than 1, got %g", cfg.SlowStepFactor))

@@ -2,6 +2,7 @@ package stragglerprocessor // import "github.com/otelcol-gpu/otelcol-gpu/process
 
 import (
 	"cmp"
+	"encoding/binary"
 	"math"
 	"slices"
 	"strconv"
@@ -17,54 +18,144 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
 )
 
-// decide closes a step: scores its ranks, updates the job's persistence,
-// annotates the rank spans and queues them with the step's root span.
+// decide closes a step: scores its ranks, updates the job's persistence and
+// queues the step's root span with a verdict span for every rank that has a
+// verdict.
 func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	js := st.job
 	st.done = true
 	delete(js.open, st.step)
 	p.live--
-	p.held -= len(st.spans)
+	p.held -= cap(st.records)
+	js.lastRanks = len(st.records)
 	js.markDecided(st.step)
 	eff.decided++
 
-	d := straggler.DecideStep(st.samples, p.detect)
+	samples := p.samples[:0]
+	for i := range st.records {
+		r := &st.records[i]
+		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: r.compute, CollectiveWait: r.wait})
+	}
+	d := straggler.DecideStep(samples, p.detect)
+	clear(samples) // the scratch outlives the step; its strings need not
+	p.samples = samples[:0]
 	for _, tr := range js.persistence.Observe(st.step, d) {
 		p.logTransition(js.key, tr)
-	}
-	open := js.persistence.Open() // sorted by rank
-	flagged := 0
-	for i, held := range st.spans {
-		r := d.Ranks[i]
-		verdict := verdictNone
-		if r.Flagged {
-			verdict = verdictFlagged
-			flagged++
-		}
-		if j, ok := slices.BinarySearchFunc(open, r.Rank, func(v straggler.Verdict, rank int) int { return cmp.Compare(v.Rank, rank) }); ok {
-			verdict = "straggler." + open[j].Kind.String()
-		}
-		attrs := held.ScopeSpans().At(0).Spans().At(0).Attributes()
-		attrs.PutDouble(attrScore, r.Score)
-		attrs.PutStr(attrVerdict, verdict)
 	}
 
 	var stepDuration time.Duration
 	if st.end > st.start {
 		stepDuration = time.Duration(min(uint64(st.end-st.start), math.MaxInt64))
 	}
+	key := js.key
+	ids := stepIDs{trace: stepid.TraceID(key.job, key.attempt, st.step), root: stepid.RootSpanID(key.job, key.attempt, st.step)}
 	td := ptrace.NewTraces()
-	p.appendRoot(td, st, d.Summary, flagged, js.observeDuration(stepDuration, p.cfg.SlowStepFactor))
-	for _, held := range st.spans {
-		held.MoveTo(td.ResourceSpans().AppendEmpty())
+	p.appendRoot(td, st, ids, d.Summary, len(d.Flags), js.observeDuration(stepDuration, p.cfg.SlowStepFactor))
+
+	open := js.persistence.Open() // sorted by rank
+	flags := d.Flags              // in sample order, one per flagged rank
+	for i := range st.records {
+		res := &d.Ranks[i]
+		var flag *straggler.Flag
+		verdict := ""
+		if res.Flagged && len(flags) > 0 {
+			flag, flags = &flags[0], flags[1:]
+			verdict = verdictFlagged
+		}
+		if j, ok := slices.BinarySearchFunc(open, res.Rank, func(v straggler.Verdict, rank int) int { return cmp.Compare(v.Rank, rank) }); ok {
+			verdict = "straggler." + open[j].Kind.String()
+		}
+		if verdict != "" {
+			appendVerdict(td, st, ids, &st.records[i], res.Score, verdict, flag)
+		}
 	}
-	st.spans, st.samples, st.ranks = nil, nil, nil
+	st.records, st.seen = nil, rankSet{}
 	eff.out = append(eff.out, td)
+}
+
+// stepIDs are the contract's ids of a step (internal/stepid).
+type stepIDs struct {
+	trace pcommon.TraceID
+	root  pcommon.SpanID
+}
+
+// verdictIDMask turns the contract's id of a rank's step span into the id
+// of its verdict span: XOR with a non-zero mask (the bytes of "verdict!"),
+// so the two always differ.
+const verdictIDMask = 0x7665726469637421
+
+// verdictSpanID is stepid.RankSpanID XOR verdictIDMask. Should that equal
+// the rank span's actual id (a script that chose its own ids, by a 2^-64
+// chance) or be all zero (invalid), one bit more is flipped.
+func verdictSpanID(key jobKey, step, rank int64, rankSpanID pcommon.SpanID) pcommon.SpanID {
+	id := stepid.RankSpanID(key.job, key.attempt, step, rank)
+	binary.BigEndian.PutUint64(id[:], binary.BigEndian.Uint64(id[:])^verdictIDMask)
+	if id == rankSpanID || id.IsEmpty() {
+		id[7] ^= 1
+	}
+	return id
+}
+
+// appendVerdict writes one rank's verdict span: a child of the step's root,
+// over the rank span's time, linked to the rank span.
+func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, score float64, verdict string, flag *straggler.Flag) {
+	key := st.job.key
+	rs := td.ResourceSpans().AppendEmpty()
+	res := rs.Resource().Attributes()
+	res.PutStr(semconv.AttrTrainingJobID, key.job)
+	res.PutStr(attrServiceName, gatewayService)
+	if r.host != "" {
+		res.PutStr(semconv.AttrHostName, r.host)
+	}
+	if r.gpu != "" {
+		res.PutStr(semconv.AttrGPUUUID, r.gpu)
+	}
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(metadata.ScopeName)
+	span := ss.Spans().AppendEmpty()
+	span.SetName(verdictSpanName)
+	span.SetKind(ptrace.SpanKindInternal)
+	span.SetTraceID(ids.trace)
+	span.SetParentSpanID(ids.root)
+	span.SetSpanID(verdictSpanID(key, st.step, r.rank, r.spanID))
+	span.SetStartTimestamp(r.start)
+	span.SetEndTimestamp(r.end)
+	a := span.Attributes()
+	a.EnsureCapacity(11)
+	a.PutStr(semconv.AttrTrainingJobID, key.job)
+	a.PutInt(attrAttempt, key.attempt)
+	a.PutInt(semconv.AttrIterationStep, st.step)
+	a.PutInt(semconv.AttrTrainingRank, r.rank)
+	if r.group != "" {
+		// as the script sent it when it is a number (the usual case)
+		if stage, err := strconv.ParseInt(r.group, 10, 64); err == nil {
+			a.PutInt(attrPPStage, stage)
+		} else {
+			a.PutStr(attrPPStage, r.group)
+		}
+	}
+	if r.host != "" {
+		a.PutStr(semconv.AttrHostName, r.host)
+	}
+	if r.gpu != "" {
+		a.PutStr(semconv.AttrGPUUUID, r.gpu)
+	}
+	a.PutDouble(attrScore, score)
+	a.PutStr(attrVerdict, verdict)
+	if flag != nil {
+		a.PutDouble(attrComputeRatio, flag.ComputeRatio)
+		a.PutDouble(attrWaitRatio, flag.WaitRatio)
+	}
+	if !r.spanID.IsEmpty() {
+		link := span.Links().AppendEmpty()
+		link.SetTraceID(ids.trace)
+		link.SetSpanID(r.spanID)
+	}
 }
 
 // appendRoot writes the step's root span: the contract's ids, spanning every
 // reported rank, with the step's statistics.
-func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, sum straggler.StepSummary, flagged int, slow bool) {
+func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, ids stepIDs, sum straggler.StepSummary, flagged int, slow bool) {
 	key := st.job.key
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr(semconv.AttrTrainingJobID, key.job)
@@ -74,8 +165,8 @@ func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, sum stra
 	root := ss.Spans().AppendEmpty()
 	root.SetName(rootSpanName)
 	root.SetKind(ptrace.SpanKindInternal)
-	root.SetTraceID(stepid.TraceID(key.job, key.attempt, st.step))
-	root.SetSpanID(stepid.RootSpanID(key.job, key.attempt, st.step))
+	root.SetTraceID(ids.trace)
+	root.SetSpanID(ids.root)
 	root.SetStartTimestamp(st.start)
 	root.SetEndTimestamp(st.end)
 	a := root.Attributes()

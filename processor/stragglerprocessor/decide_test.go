@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
 )
 
 func stepSpan(dur time.Duration, attrs map[string]any) ptrace.Span {
@@ -94,4 +97,20 @@ func TestGroupAndAttributes(t *testing.T) {
 	assert.False(t, ok)
 	res.PutStr("training.job.id", "j")
 	assert.Equal(t, "j", strAttr(span, res, "training.job.id"))
+}
+
+func TestVerdictSpanID(t *testing.T) {
+	key := jobKey{job: "llama-70b"}
+	contract := stepid.RankSpanID("llama-70b", 0, 18231, 1045)
+	// the training contract's worked example (docs/training-scripts.md)
+	require.Equal(t, "d4e2405d44e75dfa", contract.String())
+	id := verdictSpanID(key, 18231, 1045, contract)
+	assert.Equal(t, "a28732392d8429db", id.String(), "d4e2405d44e75dfa XOR \"verdict!\"")
+	assert.NotEqual(t, contract, id)
+
+	// a rank span whose own id happens to be the verdict's
+	clash := verdictSpanID(key, 18231, 1045, id)
+	assert.NotEqual(t, id, clash)
+	assert.NotEqual(t, contract, clash)
+	assert.False(t, clash.IsEmpty())
 }

@@ -28,7 +28,7 @@ func createDefaultConfig() component.Config {
 		MaxJobs:            256,
 		MaxOpenStepsPerJob: 16,
 		MaxRanksPerStep:    32768,
-		MaxHeldSpans:       1 << 18,
+		MaxHeldRanks:       1 << 20,
 		SlowStepFactor:     3,
 		SlowStepWindow:     20,
 		Rule:               d.Rule,

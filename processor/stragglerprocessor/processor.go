@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 const (
 	stepSpanName    = "train.step"
 	rootSpanName    = "train.step.root"
+	verdictSpanName = "train.step.verdict"
 	gatewayService  = "otelcol-gpu-gateway"
 	attrServiceName = "service.name"
 	attrAttempt     = "training.attempt"
@@ -35,6 +37,8 @@ const (
 
 	attrScore         = "straggler.score"
 	attrVerdict       = "straggler.verdict"
+	attrComputeRatio  = "straggler.compute_ratio"
+	attrWaitRatio     = "straggler.wait_ratio"
 	attrFlaggedRanks  = "straggler.flagged_ranks"
 	attrStepMean      = "step.mean_ns"
 	attrStepMedian    = "step.median_ns"
@@ -44,7 +48,6 @@ const (
 	attrRanksReported = "step.ranks_reported"
 	attrStepSlow      = "step.slow"
 
-	verdictNone    = "none"
 	verdictFlagged = "flagged"
 
 	// flushEvery is how often open steps are checked against decision_wait.
@@ -55,6 +58,10 @@ const (
 	// minDecidedMemory is the least number of decided steps a job remembers,
 	// so that their late spans are recognised.
 	minDecidedMemory = 64
+	// internedPerHeldRank bounds the strings interned over all jobs to this
+	// many per max_held_ranks (a rank has a host and a GPU); beyond it every
+	// job's table is dropped and refilled.
+	internedPerHeldRank = 2
 )
 
 // phaseAttrs are the phase durations whose sum is a rank's compute time.
@@ -68,10 +75,20 @@ var phaseAttrs = [...]string{
 	"training.phase.optimizer_ns",
 }
 
+// nameKind says which string of a rank record is interned.
+type nameKind int
+
+const (
+	nameGroup nameKind = iota
+	nameHost
+	nameGPU
+	nameKinds
+)
+
 // Reasons of the forced-decision and unjudged-span counters.
 const (
 	reasonMaxOpenSteps  = "max_open_steps_per_job"
-	reasonMaxHeldSpans  = "max_held_spans"
+	reasonMaxHeldRanks  = "max_held_ranks"
 	reasonMaxJobs       = "max_jobs"
 	reasonDuplicateRank = "duplicate_rank"
 	reasonMaxRanks      = "max_ranks_per_step"
@@ -91,7 +108,17 @@ type jobState struct {
 	open        map[int64]*openStep
 	lastUsed    uint64 // the processor's use counter, for evicting the least recently seen job
 
-	// Recently decided steps, so that their late spans pass through.
+	// names interns the job's groups, host names and GPU uuids, so that
+	// the records of every open step share one copy of each; recent holds
+	// the last of each kind, which the next rank (same stage, often the
+	// same host) usually repeats.
+	names  map[string]string
+	recent [nameKinds]string
+	// lastRanks is how many ranks the job's last decided step had: the
+	// room a new step reserves for its records.
+	lastRanks int
+
+	// Recently decided steps, so that their late spans are recognised.
 	decided      map[int64]struct{}
 	decidedOrder []int64 // ring, oldest at decidedNext once full
 	decidedNext  int
@@ -103,6 +130,21 @@ type jobState struct {
 	durationSum  float64
 }
 
+// rankRecord is what an open step keeps of one rank's span: the signals of
+// the decision and what a verdict span names. 96 bytes; the strings are
+// interned per job, so they cost only their headers here. The trace id is
+// the step's and is not kept.
+type rankRecord struct {
+	rank       int64
+	compute    time.Duration
+	wait       time.Duration
+	start, end pcommon.Timestamp
+	spanID     pcommon.SpanID // the rank span's own id, for the verdict span's link
+	group      string         // training.pp_stage, "" without one
+	host       string         // host.name, "" when unknown
+	gpu        string         // gpu.uuid, "" when unknown
+}
+
 // openStep is one step of one job gathering its ranks.
 type openStep struct {
 	job       *jobState
@@ -110,12 +152,46 @@ type openStep struct {
 	seq       uint64 // creation order
 	deadline  time.Time
 	worldSize int64
-	ranks     map[int64]struct{}
-	samples   []straggler.RankSample
-	spans     []ptrace.ResourceSpans // one rank span each, same index as samples
+	records   []rankRecord
+	seen      rankSet
 	start     pcommon.Timestamp
 	end       pcommon.Timestamp
 	done      bool // decided; may still sit in the arrivals queue
+}
+
+// rankSet remembers the ranks of a step: a bitmap for ranks in
+// [0, max_ranks_per_step), which are all of them in a well-formed job (a
+// bit per rank: 2 KiB for 16,384 ranks), and a map for the rest.
+type rankSet struct {
+	bits  []uint64
+	other map[int64]struct{}
+}
+
+// has reports whether rank was added; limit is the end of the bitmap's
+// range, as for add.
+func (s *rankSet) has(rank, limit int64) bool {
+	if rank >= 0 && rank < limit {
+		w := rank / 64
+		return w < int64(len(s.bits)) && s.bits[w]&(1<<(uint64(rank)%64)) != 0
+	}
+	_, ok := s.other[rank]
+	return ok
+}
+
+// add inserts rank: in the bitmap below limit, else in the map.
+func (s *rankSet) add(rank, limit int64) {
+	if rank < 0 || rank >= limit {
+		if s.other == nil {
+			s.other = map[int64]struct{}{}
+		}
+		s.other[rank] = struct{}{}
+		return
+	}
+	w := int(rank / 64)
+	if w >= len(s.bits) {
+		s.bits = append(s.bits, make([]uint64, w+1-len(s.bits))...)
+	}
+	s.bits[w] |= 1 << (uint64(rank) % 64)
 }
 
 // effects collects what a locked section decided, to be sent and counted
@@ -152,10 +228,12 @@ type stragglerProcessor struct {
 
 	mu       sync.Mutex
 	jobs     map[jobKey]*jobState
-	arrivals []*openStep // creation order, which is deadline order
-	live     int         // open steps
-	held     int         // rank spans held in open steps
-	uses     uint64      // counter behind jobState.lastUsed and openStep.seq
+	arrivals []*openStep            // creation order, which is deadline order
+	live     int                    // open steps
+	held     int                    // rank records held or reserved in open steps
+	interned int                    // strings interned over all jobs
+	uses     uint64                 // counter behind jobState.lastUsed and openStep.seq
+	samples  []straggler.RankSample // DecideStep's input, reused from step to step
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -211,96 +289,133 @@ func (p *stragglerProcessor) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// ConsumeTraces holds rank step spans until their step is decided and
-// passes everything else on at once.
+// ConsumeTraces passes every span on at once, after noting the signals of
+// the rank step spans in their open steps; the root and verdict spans of
+// the steps this batch completed follow it.
 func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	now := p.now()
 	var eff effects
 	p.mu.Lock()
-	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
-				return span.Name() == stepSpanName && p.gather(rs.Resource(), ss.Scope(), span, now, &eff)
-			})
-			return ss.Spans().Len() == 0
-		})
-		return rs.ScopeSpans().Len() == 0
-	})
-	p.mu.Unlock()
-	p.emit(ctx, &eff)
-	if td.SpanCount() == 0 {
-		return nil
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				// Only this processor's decision may say who straggles, and
+				// downstream reads a verdict from any span naming a rank.
+				attrs := span.Attributes()
+				attrs.Remove(attrScore)
+				attrs.Remove(attrVerdict)
+				if span.Name() == stepSpanName {
+					p.gather(rs.Resource(), span, now, &eff)
+				}
+			}
+		}
 	}
-	return p.next.ConsumeTraces(ctx, td)
+	p.mu.Unlock()
+	var err error
+	if rss.Len() > 0 {
+		err = p.next.ConsumeTraces(ctx, td)
+	}
+	p.emit(ctx, &eff)
+	return err
 }
 
-// gather adds a rank step span to its step and reports whether it was held.
-// Spans it does not hold (no job, step or rank; late; over a bound) pass on
-// unannotated.
-func (p *stragglerProcessor) gather(res pcommon.Resource, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time, eff *effects) bool {
+// gather records a rank step span's signals in its open step. A span it
+// leaves out (no job, step or rank; its step decided; its rank already
+// reported; beyond max_ranks_per_step) has passed on all the same; the last
+// three are counted.
+func (p *stragglerProcessor) gather(res pcommon.Resource, span ptrace.Span, now time.Time, eff *effects) {
 	attrs, resAttrs := span.Attributes(), res.Attributes()
-	// Only this processor's decision may say who straggles.
-	attrs.Remove(attrScore)
-	attrs.Remove(attrVerdict)
 	job := strAttr(attrs, resAttrs, semconv.AttrTrainingJobID)
 	step, hasStep := intAttr(attrs, resAttrs, semconv.AttrIterationStep)
 	rank, hasRank := intAttr(attrs, resAttrs, semconv.AttrTrainingRank)
 	if job == "" || !hasStep || !hasRank {
-		return false
+		return
 	}
 	attempt, _ := intAttr(attrs, resAttrs, attrAttempt)
 	js := p.jobFor(jobKey{job: job, attempt: attempt}, eff)
 	if js.isDecided(step) {
 		eff.late++
-		return false
+		return
 	}
 	st := js.open[step]
 	if st == nil {
 		st = p.openStepFor(js, step, now, eff)
 	}
-	if _, dup := st.ranks[rank]; dup {
+	ranksLimit := int64(p.cfg.MaxRanksPerStep)
+	if st.seen.has(rank, ranksLimit) {
 		eff.unjudge(reasonDuplicateRank)
-		return false
+		return
 	}
-	if len(st.samples) >= p.cfg.MaxRanksPerStep {
+	if len(st.records) >= p.cfg.MaxRanksPerStep {
 		eff.unjudge(reasonMaxRanks)
-		return false
+		return
 	}
+	st.seen.add(rank, ranksLimit)
 	if ws, ok := intAttr(attrs, resAttrs, semconv.AttrTrainingWorldSize); ok {
 		st.worldSize = max(st.worldSize, ws)
 	}
 	compute, wait := signal(span)
-	st.ranks[rank] = struct{}{}
-	st.samples = append(st.samples, straggler.RankSample{
-		Rank:           int(rank),
-		Group:          groupOf(attrs, resAttrs),
-		Compute:        compute,
-		CollectiveWait: wait,
+	reserved := cap(st.records)
+	st.records = append(st.records, rankRecord{
+		rank:    rank,
+		compute: compute,
+		wait:    wait,
+		start:   span.StartTimestamp(),
+		end:     span.EndTimestamp(),
+		spanID:  span.SpanID(),
+		group:   p.intern(js, nameGroup, groupOf(attrs, resAttrs)),
+		host:    p.intern(js, nameHost, strAttr(attrs, resAttrs, semconv.AttrHostName)),
+		gpu:     p.intern(js, nameGPU, strAttr(attrs, resAttrs, semconv.AttrGPUUUID)),
 	})
-	held := ptrace.NewResourceSpans()
-	res.CopyTo(held.Resource())
-	ss := held.ScopeSpans().AppendEmpty()
-	scope.CopyTo(ss.Scope())
-	span.CopyTo(ss.Spans().AppendEmpty())
-	st.spans = append(st.spans, held)
-	if len(st.spans) == 1 || span.StartTimestamp() < st.start {
+	p.held += cap(st.records) - reserved
+	if len(st.records) == 1 || span.StartTimestamp() < st.start {
 		st.start = span.StartTimestamp()
 	}
 	st.end = max(st.end, span.EndTimestamp())
-	p.held++
 
-	if st.worldSize > 0 && int64(len(st.samples)) >= st.worldSize {
+	if st.worldSize > 0 && int64(len(st.records)) >= st.worldSize {
 		p.decide(st, eff)
 	}
-	for p.held > p.cfg.MaxHeldSpans {
+	for p.held > p.cfg.MaxHeldRanks {
 		oldest := p.oldestOpen()
 		if oldest == nil {
 			break
 		}
-		eff.force(reasonMaxHeldSpans)
+		eff.force(reasonMaxHeldRanks)
 		p.decide(oldest, eff)
 	}
-	return true
+}
+
+// intern returns the job's copy of s, adding one. Past the bound on
+// interned strings every job's table is dropped: records keep the strings
+// they hold, later ones are interned afresh.
+func (p *stragglerProcessor) intern(js *jobState, kind nameKind, s string) string {
+	if s == "" {
+		return ""
+	}
+	if s == js.recent[kind] {
+		return js.recent[kind]
+	}
+	if v, ok := js.names[s]; ok {
+		js.recent[kind] = v
+		return v
+	}
+	if p.interned >= internedPerHeldRank*p.cfg.MaxHeldRanks {
+		for _, other := range p.jobs {
+			other.names = map[string]string{}
+		}
+		p.interned = 0
+	}
+	s = strings.Clone(s) // not the batch's memory
+	js.names[s] = s
+	js.recent[kind] = s
+	p.interned++
+	return s
 }
 
 // jobFor returns the job's state, creating it (and evicting the least
@@ -322,6 +437,7 @@ func (p *stragglerProcessor) jobFor(key jobKey, eff *effects) *jobState {
 			eff.force(reasonMaxJobs)
 			p.decide(st, eff)
 		}
+		p.interned -= len(victim.names)
 		delete(p.jobs, victim.key)
 	}
 	js := &jobState{
@@ -329,6 +445,7 @@ func (p *stragglerProcessor) jobFor(key jobKey, eff *effects) *jobState {
 		persistence:  straggler.NewPersistence(p.cfg.persistenceOptions()),
 		open:         map[int64]*openStep{},
 		lastUsed:     p.uses,
+		names:        map[string]string{},
 		decided:      map[int64]struct{}{},
 		decidedOrder: make([]int64, 0, max(minDecidedMemory, 4*p.cfg.MaxOpenStepsPerJob)),
 		durations:    make([]time.Duration, 0, p.cfg.SlowStepWindow),
@@ -345,7 +462,13 @@ func (p *stragglerProcessor) openStepFor(js *jobState, step int64, now time.Time
 		p.decide(sortedOpen(js)[0], eff)
 	}
 	p.uses++
-	st := &openStep{job: js, step: step, seq: p.uses, deadline: now.Add(p.cfg.DecisionWait), ranks: map[int64]struct{}{}}
+	st := &openStep{job: js, step: step, seq: p.uses, deadline: now.Add(p.cfg.DecisionWait)}
+	// Room for as many ranks as the job's last step had, within
+	// max_held_ranks: reserved records count as held.
+	if room := min(js.lastRanks, p.cfg.MaxHeldRanks-p.held); room > 0 {
+		st.records = make([]rankRecord, 0, room)
+		p.held += room
+	}
 	js.open[step] = st
 	p.live++
 	p.arrivals = append(p.arrivals, st)

@@ -13,8 +13,8 @@ import (
 var (
 	// Type is the component type: "straggler".
 	Type = component.MustNewType("straggler")
-	// ScopeName is the scope of the root spans the processor writes and of
-	// its telemetry.
+	// ScopeName is the scope of the root and verdict spans the processor
+	// writes and of its telemetry.
 	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor"
 )
 
@@ -27,8 +27,8 @@ const TelemetryAttrReason = "reason"
 
 // TelemetryBuilder holds the instruments of the processor's own telemetry.
 type TelemetryBuilder struct {
-	// LateSpans counts rank step spans of steps already decided: passed on
-	// unannotated.
+	// LateSpans counts rank step spans of steps already decided: left out
+	// of every decision.
 	LateSpans metric.Int64Counter
 	// UnjudgedSpans counts rank step spans of open steps left out of the
 	// decision (a rank reported twice, or beyond max_ranks_per_step).
@@ -46,15 +46,15 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var b TelemetryBuilder
 	var err, errs error
 	b.LateSpans, err = meter.Int64Counter("otelcol_processor_straggler_late_spans",
-		metric.WithDescription("Rank step spans that arrived after their step was decided; passed on unannotated. [Development]"),
+		metric.WithDescription("Rank step spans that arrived after their step was decided; left out of every decision. [Development]"),
 		metric.WithUnit("{span}"))
 	errs = errors.Join(errs, err)
 	b.UnjudgedSpans, err = meter.Int64Counter("otelcol_processor_straggler_unjudged_spans",
-		metric.WithDescription("Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step); passed on unannotated. [Development]"),
+		metric.WithDescription("Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step). [Development]"),
 		metric.WithUnit("{span}"))
 	errs = errors.Join(errs, err)
 	b.ForcedDecisions, err = meter.Int64Counter("otelcol_processor_straggler_forced_decisions",
-		metric.WithDescription("Steps decided early because a bound was reached (max_open_steps, max_held_spans, max_jobs). [Development]"),
+		metric.WithDescription("Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs). [Development]"),
 		metric.WithUnit("{step}"))
 	errs = errors.Join(errs, err)
 	b.StepsDecided, err = meter.Int64Counter("otelcol_processor_straggler_steps_decided",
