@@ -32,13 +32,15 @@ const (
 	// temperature normal": kernel-launch overhead or synchronisation waits.
 	// A performance finding, not a hardware fault.
 	TypeGPUSyncWait Type = "gpu.sync_wait"
+	// TypeNodeRepeatedFaults escalates a node that keeps faulting.
+	TypeNodeRepeatedFaults Type = "node.repeated_faults"
 )
 
 // Types lists every fault type in the order docs/fault-record.md lists them.
 func Types() []Type {
 	return []Type{TypeStragglerCompute, TypeStragglerLink, TypeNVLinkDegraded, TypeGPUMemoryDBE,
 		TypeGPUECCSBERate, TypeGPUThermal, TypeGPUFellOffBus, TypeGPUUnresponsive, TypeGPUXID,
-		TypeIBLinkFlap, TypeNCCLHang, TypeNCCLTimeout, TypeTrainingLossNaN, TypeNodeSilent, TypeGPUSyncWait}
+		TypeIBLinkFlap, TypeNCCLHang, TypeNCCLTimeout, TypeTrainingLossNaN, TypeNodeSilent, TypeGPUSyncWait, TypeNodeRepeatedFaults}
 }
 
 // Valid reports whether t is a known fault type.

@@ -13,11 +13,14 @@ import (
 
 // Limits bound the evaluator's memory. Zero fields take the defaults.
 type Limits struct {
-	MaxEntities         int           // entities tracked at once (default 100,000); new ones beyond are dropped
-	MaxSamplesPerSeries int           // samples kept per entity and signal (default 256); the oldest go first
-	ForgetAfter         time.Duration // an entity silent this long is forgotten (default 1 h); absent rules fire until then
-	BaselineAlpha       float64       // weight of a new sample in the rolling baseline (default 0.05)
-	BaselineMinSamples  int           // samples before a baseline counts (default 5)
+	MaxEntities         int // entities tracked at once (default 100,000); new ones beyond are dropped
+	MaxSamplesPerSeries int // samples kept per entity and signal (default 256); the oldest go first
+	// ForgetAfter: an entity silent this long is forgotten (default 1 h);
+	// absent rules fire until then. An entity kind that a rule reads over a
+	// longer window (node_repeated_faults: 24 h) is kept for that window.
+	ForgetAfter        time.Duration
+	BaselineAlpha      float64 // weight of a new sample in the rolling baseline (default 0.05)
+	BaselineMinSamples int     // samples before a baseline counts (default 5)
 }
 
 func (l Limits) withDefaults() Limits {
@@ -62,8 +65,9 @@ type Match struct {
 	BlastRadius fault.BlastRadius
 	Confidence  float64
 	Entity      fault.Entity
-	Since       time.Time // earliest supporting sample in the window
-	At          time.Time // latest supporting sample
+	Window      time.Duration // the rule's window
+	Since       time.Time     // earliest supporting sample in the window
+	At          time.Time     // latest supporting sample
 	Evidence    []fault.Evidence
 }
 
@@ -71,18 +75,63 @@ type Match struct {
 // evaluates the rules over them. Safe for concurrent use.
 type Evaluator struct {
 	rules  []Rule
+	conds  []compiledRule // per rule: its conditions' signal ids
 	byKind map[fault.EntityKind][]int
-	keep   map[string]time.Duration // per signal: the longest window of a rule reading it
+	ids    map[string]int  // signal name -> id, for every signal a rule reads
+	keep   []time.Duration // per signal id: the longest window of a rule reading it
+	kinds  []kindSet       // per signal id: the entity kinds whose rules read it
+	forget map[fault.EntityKind]time.Duration
 	limits Limits
 
-	mu       sync.Mutex
-	entities map[fault.Entity]*entityState
-	dropped  uint64
+	mu        sync.Mutex
+	entities  map[fault.Entity]*entityState
+	dropped   uint64
+	nextSweep time.Time // when Evaluate next frees the samples of stale series
 }
 
+// sweepEvery is how often Evaluate frees the samples of series that stopped
+// receiving them.
+const sweepEvery = time.Minute
+
+// kindSet is a set of entity kinds.
+type kindSet uint8
+
+func kindBit(k fault.EntityKind) kindSet {
+	switch k {
+	case fault.EntityGPU:
+		return 1
+	case fault.EntityNode:
+		return 2
+	case fault.EntityNVLinkDomain:
+		return 4
+	case fault.EntityIBPort:
+		return 8
+	case fault.EntityRank:
+		return 16
+	case fault.EntityJob:
+		return 32
+	}
+	return 0
+}
+
+func (s kindSet) with(k fault.EntityKind) kindSet { return s | kindBit(k) }
+func (s kindSet) has(k fault.EntityKind) bool     { return s&kindBit(k) != 0 }
+
+// compiledRule holds the signal ids of a rule's All and Any conditions, so
+// that evaluation indexes series instead of hashing signal names.
+type compiledRule struct{ all, any []int }
+
 type entityState struct {
-	series   map[string]*series
+	series   []*series // by signal id; nil where not observed
 	lastSeen time.Time
+}
+
+// get returns the entity's series of signal id, or nil.
+func (st *entityState) get(id int) *series {
+	if id < len(st.series) {
+		return st.series[id]
+	}
+	return nil
 }
 
 type point struct {
@@ -98,6 +147,7 @@ type point struct {
 type series struct {
 	points    []point // ordered by time
 	lastSeen  time.Time
+	keep      time.Duration // samples older than this before the latest go
 	baseline  float64
 	baselineN int
 }
@@ -107,23 +157,57 @@ type series struct {
 func NewEvaluator(rules []Rule, limits Limits) *Evaluator {
 	e := &Evaluator{
 		byKind:   map[fault.EntityKind][]int{},
-		keep:     map[string]time.Duration{},
+		ids:      map[string]int{},
+		forget:   map[fault.EntityKind]time.Duration{},
 		limits:   limits.withDefaults(),
 		entities: map[fault.Entity]*entityState{},
+	}
+	idOf := func(c Condition, r Rule) int {
+		id, ok := e.ids[c.Signal]
+		if !ok {
+			id = len(e.keep)
+			e.ids[c.Signal] = id
+			e.keep = append(e.keep, 0)
+			e.kinds = append(e.kinds, 0)
+		}
+		e.keep[id] = max(e.keep[id], r.Window)
+		e.kinds[id] = e.kinds[id].with(r.Entity)
+		return id
 	}
 	for _, r := range rules {
 		if r.Disabled {
 			continue
 		}
+		e.forget[r.Entity] = max(e.forget[r.Entity], r.Window)
 		e.byKind[r.Entity] = append(e.byKind[r.Entity], len(e.rules))
-		e.rules = append(e.rules, r)
-		for _, c := range append(append([]Condition{}, r.All...), r.Any...) {
-			if r.Window > e.keep[c.Signal] {
-				e.keep[c.Signal] = r.Window
-			}
+		var cr compiledRule
+		for _, c := range r.All {
+			cr.all = append(cr.all, idOf(c, r))
 		}
+		for _, c := range r.Any {
+			cr.any = append(cr.any, idOf(c, r))
+		}
+		e.rules = append(e.rules, r)
+		e.conds = append(e.conds, cr)
 	}
 	return e
+}
+
+// ForgetAfter returns how long an entity of kind k is remembered after its
+// last sample: Limits.ForgetAfter, or the longest window of a rule on k.
+func (e *Evaluator) ForgetAfter(k fault.EntityKind) time.Duration {
+	return max(e.limits.ForgetAfter, e.forget[k])
+}
+
+// Signals returns the names of the signals the rules read, sorted: only
+// their samples are kept, so callers may skip the rest before building them.
+func (e *Evaluator) Signals() []string {
+	out := make([]string, 0, len(e.ids))
+	for s := range e.ids {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Observe records a numeric sample. See ObserveSample.
@@ -132,10 +216,11 @@ func (e *Evaluator) Observe(entity fault.Entity, signal string, value float64, a
 }
 
 // ObserveSample records s for entity. It returns false when the sample was
-// not kept: no rule reads the signal, or the entity limit is reached.
+// not kept: no rule on entity's kind reads the signal, or the entity limit
+// is reached.
 func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
-	keep, used := e.keep[s.Signal]
-	if !used {
+	id, used := e.ids[s.Signal]
+	if !used || !e.kinds[id].has(entity.Kind) {
 		return false
 	}
 	e.mu.Lock()
@@ -146,16 +231,19 @@ func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
 			e.dropped++
 			return false
 		}
-		st = &entityState{series: map[string]*series{}}
+		st = &entityState{}
 		e.entities[entity] = st
 	}
 	if s.At.After(st.lastSeen) {
 		st.lastSeen = s.At
 	}
-	sr := st.series[s.Signal]
+	sr := st.get(id)
 	if sr == nil {
-		sr = &series{}
-		st.series[s.Signal] = sr
+		if id >= len(st.series) {
+			st.series = append(st.series, make([]*series, id+1-len(st.series))...)
+		}
+		sr = &series{keep: e.keep[id]}
+		st.series[id] = sr
 	}
 	if s.At.After(sr.lastSeen) {
 		sr.lastSeen = s.At
@@ -178,7 +266,7 @@ func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
 	sr.points = append(sr.points, point{})
 	copy(sr.points[i+1:], sr.points[i:])
 	sr.points[i] = p
-	sr.expire(s.At.Add(-keep), e.limits.MaxSamplesPerSeries)
+	sr.expire(s.At.Add(-sr.keep), e.limits.MaxSamplesPerSeries)
 	return true
 }
 
@@ -192,7 +280,11 @@ func (sr *series) expire(cutoff time.Time, max int) {
 		n += over
 	}
 	if n > 0 {
-		sr.points = append(sr.points[:0], sr.points[n:]...)
+		// Reslice rather than copy: a full series drops one sample per
+		// insert, and copying the rest each time is quadratic. append
+		// moves the live samples to a new array when the old one is used up.
+		clear(sr.points[:n])
+		sr.points = sr.points[n:]
 	}
 }
 
@@ -216,16 +308,27 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []Match
+	// Observe trims a series as samples arrive; only a series that stopped
+	// receiving them still holds samples older than it keeps. Freeing those
+	// once a minute is enough and spares every evaluation a pass over them.
+	sweep := !now.Before(e.nextSweep)
+	if sweep {
+		e.nextSweep = now.Add(sweepEvery)
+	}
 	for ent, st := range e.entities {
-		if st.lastSeen.Before(now.Add(-e.limits.ForgetAfter)) {
+		if st.lastSeen.Before(now.Add(-e.ForgetAfter(ent.Kind))) {
 			delete(e.entities, ent)
 			continue
 		}
-		for sig, sr := range st.series {
-			sr.expire(now.Add(-e.keep[sig]), e.limits.MaxSamplesPerSeries)
+		if sweep {
+			for _, sr := range st.series {
+				if sr != nil && sr.lastSeen.Before(now.Add(-sr.keep)) {
+					sr.points = nil
+				}
+			}
 		}
 		for _, ri := range e.byKind[ent.Kind] {
-			if m, ok := e.rules[ri].evaluate(ent, st, now); ok {
+			if m, ok := e.rules[ri].evaluate(e.conds[ri], ent, st, now); ok {
 				out = append(out, m)
 			}
 		}
@@ -238,16 +341,50 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 		if out[i].Rule != out[j].Rule {
 			return order[out[i].Rule] < order[out[j].Rule]
 		}
-		return out[i].Entity.String() < out[j].Entity.String()
+		// Kind, then key: the order of Entity.String() (no kind is a prefix
+		// of another) without building the strings.
+		if out[i].Entity.Kind != out[j].Entity.Kind {
+			return out[i].Entity.Kind < out[j].Entity.Kind
+		}
+		return out[i].Entity.Key < out[j].Entity.Key
 	})
 	return out
 }
 
-func (r Rule) evaluate(ent fault.Entity, st *entityState, now time.Time) (Match, bool) {
+// observed reports whether st has what c reads: a cheap test that spares
+// most rules of most entities (an XID rule on a GPU without XIDs) the work.
+func (c Condition) observed(sr *series) bool {
+	switch {
+	case c.PassIfMissing:
+		return true
+	case c.Agg == AggAbsent:
+		return sr != nil
+	}
+	return sr != nil && len(sr.points) > 0
+}
+
+func (r Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now time.Time) (Match, bool) {
+	for i, c := range r.All {
+		if !c.observed(st.get(cr.all[i])) {
+			return Match{}, false
+		}
+	}
+	if len(r.Any) > 0 {
+		some := false
+		for i, c := range r.Any {
+			some = some || c.observed(st.get(cr.any[i]))
+		}
+		if !some {
+			return Match{}, false
+		}
+	}
 	m := Match{Rule: r.Name, FaultType: r.FaultType, Severity: r.Severity, Action: r.Action,
-		BlastRadius: r.BlastRadius, Confidence: r.Confidence, Entity: ent}
+		BlastRadius: r.BlastRadius, Confidence: r.Confidence, Entity: ent, Window: r.Window}
 	from := now.Add(-r.Window)
-	add := func(evs []fault.Evidence) {
+	add := func(evs []fault.Evidence, latest time.Time) {
+		if latest.After(m.At) {
+			m.At = latest
+		}
 		for _, ev := range evs {
 			if m.Since.IsZero() || ev.Time.Before(m.Since) {
 				m.Since = ev.Time
@@ -261,19 +398,19 @@ func (r Rule) evaluate(ent fault.Entity, st *entityState, now time.Time) (Match,
 		}
 		m.Evidence = append(m.Evidence, evs...)
 	}
-	for _, c := range r.All {
-		evs, ok := c.holds(st.series[c.Signal], from, now)
+	for i, c := range r.All {
+		evs, latest, ok := c.holds(st.get(cr.all[i]), from, now)
 		if !ok {
 			return Match{}, false
 		}
-		add(evs)
+		add(evs, latest)
 	}
 	if len(r.Any) > 0 {
 		anyHeld := false
-		for _, c := range r.Any {
-			if evs, ok := c.holds(st.series[c.Signal], from, now); ok {
+		for i, c := range r.Any {
+			if evs, latest, ok := c.holds(st.get(cr.any[i]), from, now); ok {
 				anyHeld = true
-				add(evs)
+				add(evs, latest)
 			}
 		}
 		if !anyHeld {
@@ -287,48 +424,54 @@ func (r Rule) evaluate(ent fault.Entity, st *entityState, now time.Time) (Match,
 }
 
 // holds tests c over the samples of sr in [from, now] and returns the
-// evidence that supports it.
-func (c Condition) holds(sr *series, from, now time.Time) ([]fault.Evidence, bool) {
+// evidence that supports it and the time of the latest supporting sample.
+// A match condition (in, nan) gives the earliest matching sample as its
+// evidence: the onset, which stays put as later samples arrive, so that
+// replicas that evaluate at other moments agree on it.
+func (c Condition) holds(sr *series, from, now time.Time) ([]fault.Evidence, time.Time, bool) {
 	if c.Agg == AggAbsent {
 		if sr == nil || !sr.lastSeen.Before(from) {
-			return nil, false
+			return nil, time.Time{}, false
 		}
-		return []fault.Evidence{{Signal: c.Signal, Value: now.Sub(sr.lastSeen).Seconds(), Time: sr.lastSeen}}, true
+		return []fault.Evidence{{Signal: c.Signal, Value: now.Sub(sr.lastSeen).Seconds(), Time: sr.lastSeen}}, sr.lastSeen, true
 	}
 	var ws []point
 	if sr != nil {
-		for i, p := range sr.points {
-			if !p.at.Before(from) && !p.at.After(now) {
-				ws = append(ws, sr.points[i])
-			}
-		}
+		ws = sr.within(from, now)
 	}
-	need := c.MinSamples
-	if need < 1 {
-		need = 1
-	}
+	need := max(c.MinSamples, c.LastSamples, 1)
 	if len(ws) < need {
-		return nil, c.PassIfMissing && len(ws) == 0
+		return nil, time.Time{}, c.PassIfMissing && len(ws) == 0
+	}
+	if c.LastSamples > 0 {
+		ws = ws[len(ws)-c.LastSamples:]
 	}
 	evidence := func(p point, v float64) []fault.Evidence {
 		return []fault.Evidence{{Signal: c.Signal, Value: v, Text: p.text, Time: p.at, TraceID: p.traceID, SpanID: p.spanID}}
 	}
 
-	if len(c.In) > 0 {
-		for i := len(ws) - 1; i >= 0; i-- {
-			if c.inSet(ws[i]) {
-				return evidence(ws[i], ws[i].value), true
+	if len(c.In) > 0 || c.Op == OpNaN {
+		first, last := -1, -1
+		for i, p := range ws {
+			if c.matches(p) {
+				if first < 0 {
+					first = i
+				}
+				last = i
 			}
 		}
-		return nil, false
+		if first < 0 {
+			return nil, time.Time{}, false
+		}
+		return evidence(ws[first], ws[first].value), ws[last].at, true
 	}
-	if c.Op == OpNaN {
-		for i := len(ws) - 1; i >= 0; i-- {
-			if ws[i].text == "" && (math.IsNaN(ws[i].value) || math.IsInf(ws[i].value, 0)) {
-				return evidence(ws[i], ws[i].value), true
-			}
+
+	if c.Agg == AggDistinct {
+		evs := distinct(c.Signal, ws)
+		if !c.Op.compare(float64(len(evs)), *c.Value) {
+			return nil, time.Time{}, false
 		}
-		return nil, false
+		return evs, evs[len(evs)-1].Time, true
 	}
 
 	last := ws[len(ws)-1]
@@ -354,7 +497,7 @@ func (c Condition) holds(sr *series, from, now time.Time) ([]fault.Evidence, boo
 		if c.Agg == AggRate {
 			span := last.at.Sub(ws[0].at).Seconds()
 			if span <= 0 {
-				return nil, false
+				return nil, time.Time{}, false
 			}
 			x /= span
 		}
@@ -369,15 +512,61 @@ func (c Condition) holds(sr *series, from, now time.Time) ([]fault.Evidence, boo
 			}
 		}
 		if !found {
-			return nil, c.PassIfMissing
+			return nil, time.Time{}, c.PassIfMissing
 		}
 	default: // last
 		x = last.value
 	}
 	if !c.Op.compare(x, *c.Value) {
-		return nil, false
+		return nil, time.Time{}, false
 	}
-	return evidence(at, x), true
+	return evidence(at, x), at.at, true
+}
+
+// within returns the samples in [from, now], without copying: points are
+// in time order, so two binary searches bound them.
+func (sr *series) within(from, now time.Time) []point {
+	n := len(sr.points)
+	if n == 0 || (!sr.points[0].at.Before(from) && !sr.points[n-1].at.After(now)) {
+		return sr.points // the usual case: the series keeps just the window
+	}
+	lo := sort.Search(len(sr.points), func(i int) bool { return !sr.points[i].at.Before(from) })
+	hi := sort.Search(len(sr.points), func(i int) bool { return sr.points[i].at.After(now) })
+	if lo >= hi {
+		return nil
+	}
+	return sr.points[lo:hi]
+}
+
+// distinct returns one evidence per distinct value in ws (its latest
+// sample), oldest first.
+func distinct(signal string, ws []point) []fault.Evidence {
+	type key struct {
+		text  string
+		value float64
+	}
+	seen := make(map[key]bool, len(ws))
+	var out []fault.Evidence
+	for i := len(ws) - 1; i >= 0; i-- {
+		p := ws[i]
+		k := key{text: p.text}
+		switch {
+		case p.text != "":
+		case math.IsNaN(p.value): // NaN is not equal to itself: one key for all
+			k.text = "\x00NaN"
+		default:
+			k.value = p.value
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, fault.Evidence{Signal: signal, Value: p.value, Text: p.text, Time: p.at, TraceID: p.traceID, SpanID: p.spanID})
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
 }
 
 // counterGrowth sums the increases between consecutive samples; a drop is a
@@ -395,6 +584,15 @@ func counterGrowth(ws []point) float64 {
 		}
 	}
 	return g
+}
+
+// matches reports whether p is a sample an in: or op: nan condition
+// looks for.
+func (c Condition) matches(p point) bool {
+	if c.Op == OpNaN {
+		return p.text == "" && (math.IsNaN(p.value) || math.IsInf(p.value, 0))
+	}
+	return c.inSet(p)
 }
 
 func (c Condition) inSet(p point) bool {

@@ -23,6 +23,9 @@ const (
 	sigSM    = "gpu.prof.active{gpu.prof.unit=sm}"
 	sigUtil  = "hw.gpu.utilization{hw.gpu.task=general}"
 	sigThrot = "gpu.clock.throttle{gpu.throttle.reason=hw_thermal_slowdown}"
+
+	sigHealthCRC  = "gpu.health.nvlink_crc_errors"
+	sigHealthTemp = "gpu.health.temperature"
 )
 
 var (
@@ -101,10 +104,13 @@ func defaultCases() map[string]ruleCase {
 			[][]obs{text("straggler.verdict", "straggler.link", 60), text("straggler.verdict", "none", 60)}},
 		"straggler_link": {rankR, text("straggler.verdict", "straggler.link", 60),
 			[][]obs{text("straggler.verdict", "straggler.compute", 60)}},
-		"straggler_with_nvlink_crc": {rankR,
+		"straggler_with_nvlink_crc": {gpuG,
 			join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 340), []obs{normalT}),
 			[][]obs{join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 340), []obs{{sigTemp, 95, "", 30}}),
-				join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 3))}},
+				join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 3)),
+				join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigHealthCRC, 60, 1, 340), []obs{{sigHealthTemp, 91, "", 60}}),
+				join(text("straggler.verdict", "flagged", 60), obsSeries(sigCRC, 0, 60, 0, 340))}},
+		// (a straggler.link verdict fires it too: TestSpanHealthSignals)
 		"sbe_rate_high":      {gpuG, obsSeries(sigSBE, 0, 60, 0, 80), [][]obs{obsSeries(sigSBE, 0, 60, 0, 10)}},
 		"thermal_throttling": {gpuG, obsSeries(sigThrot, 30, 15, 1, 1, 1), [][]obs{obsSeries(sigThrot, 30, 15, 1, 0, 1), obsSeries(sigThrot, 30, 15, 1, 1)}},
 		"gpu_unresponsive": {gpuG, obsSeries("gpu.unresponsive", 60, 1, 1),
@@ -112,9 +118,13 @@ func defaultCases() map[string]ruleCase {
 		"ib_link_down":     {portP, obsSeries("hw.errors{error.type=link_downed}", 0, 60, 0, 1), [][]obs{obsSeries("hw.errors{error.type=link_downed}", 0, 60, 3, 3)}},
 		"ib_symbol_errors": {portP, obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 50), [][]obs{obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 5)}},
 		"nccl_timeout":     {rankR, obsSeries(sigTO, 0, 60, 0, 1), [][]obs{obsSeries(sigTO, 0, 60, 0, 0)}},
-		"nccl_hang":        {rankR, text("nccl.finding", "hang", 60), [][]obs{text("nccl.finding", "mismatch", 60)}},
+		"nccl_hang":        {jobJ, text("nccl.finding", "missing_ranks", 60), [][]obs{text("nccl.finding", "mismatch", 60), text("nccl.finding", "straggler", 60)}},
 		"loss_nan":         {jobJ, obsSeries("training.loss", 0, 30, 2.1, math.NaN()), [][]obs{obsSeries("training.loss", 0, 30, 2.1, 2.0)}},
 		"node_silent":      {nodeN, obsSeries("node.heartbeat", -60, 1, 1), [][]obs{obsSeries("node.heartbeat", -60, 120, 1, 1)}},
+		"node_repeated_faults": {nodeN,
+			join(text("fault.opened", "gpu.xid.13 a1", -3600), text("fault.opened", "nccl.timeout b2", 0), text("fault.opened", "gpu.thermal c3", 60)),
+			[][]obs{join(text("fault.opened", "gpu.xid.13 a1", -3600), text("fault.opened", "gpu.xid.13 a1", 0), text("fault.opened", "gpu.thermal c3", 60)),
+				join(text("fault.opened", "gpu.xid.13 a1", -25*3600), text("fault.opened", "nccl.timeout b2", 0), text("fault.opened", "gpu.thermal c3", 60))}},
 	}
 	for name, code := range map[string]float64{"xid_13": 13, "xid_31": 31, "xid_45": 45, "xid_48": 48, "xid_62_63": 63,
 		"xid_74": 74, "xid_79": 79, "xid_92": 92, "xid_94_95": 94, "xid_119_120": 120} {
@@ -225,7 +235,12 @@ func TestWindowExpiry(t *testing.T) {
 	_, ok = findRule(ev.Evaluate(t0.Add(3*time.Minute)), "node_silent")
 	assert.True(t, ok)
 	_, ok = findRule(ev.Evaluate(t0.Add(31*time.Minute)), "node_silent")
+	assert.True(t, ok, "nodes are kept for the longest node rule window (24h)")
+	assert.Equal(t, 24*time.Hour, ev.ForgetAfter(fault.EntityNode))
+	assert.Equal(t, 30*time.Minute, ev.ForgetAfter(fault.EntityGPU))
+	_, ok = findRule(ev.Evaluate(t0.Add(24*time.Hour+time.Minute)), "node_silent")
 	assert.False(t, ok)
+	assert.Equal(t, 0, ev.Entities())
 }
 
 func TestBounds(t *testing.T) {
@@ -246,8 +261,14 @@ func TestBounds(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		ev.Observe(a, sigDBE, float64(i), t0.Add(time.Duration(i)*time.Second))
 	}
-	assert.Len(t, ev.entities[a].series[sigDBE].points, 4)
-	assert.Len(t, ev.entities[a].series, 1)
+	assert.Len(t, ev.entities[a].get(ev.ids[sigDBE]).points, 4)
+	n := 0
+	for _, sr := range ev.entities[a].series {
+		if sr != nil {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n)
 }
 
 func TestOutOfOrderAndCounterReset(t *testing.T) {
@@ -317,4 +338,90 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, n)
+}
+
+// last_samples: the thermal rule fires on the third throttled scrape, even
+// with unthrottled samples earlier in the window, and needs three of them.
+func TestLastSamples(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	cases := []struct {
+		name  string
+		in    []obs
+		fires bool
+	}{
+		{"three throttled after a free one", obsSeries(sigThrot, 0, 15, 0, 0, 1, 1, 1), true},
+		{"free again in the newest sample", obsSeries(sigThrot, 0, 15, 1, 1, 1, 0), false},
+		{"only two samples", obsSeries(sigThrot, 40, 15, 1, 1), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, fired := findRule(matchesFor(t, rs, gpuG, c.in), "thermal_throttling")
+			require.Equal(t, c.fires, fired)
+			if fired {
+				require.Len(t, m.Evidence, 1)
+				assert.InDelta(t, 1, m.Evidence[0].Value, 0)
+				assert.Equal(t, 2*time.Minute, m.Window)
+			}
+		})
+	}
+}
+
+func TestDistinctListsEachValueOnce(t *testing.T) {
+	two := 2.0
+	r := Rule{Name: "d", FaultType: fault.TypeNodeRepeatedFaults, Severity: fault.SeverityP2, Action: fault.ActionDrain,
+		BlastRadius: fault.BlastNode, Confidence: 1, Entity: fault.EntityNode, Window: time.Hour,
+		All: []Condition{{Signal: "v", Agg: AggDistinct, Op: OpGE, Value: &two}}}
+	ev := NewEvaluator([]Rule{r}, Limits{})
+	ev.Observe(nodeN, "v", math.NaN(), t0)
+	ev.Observe(nodeN, "v", math.NaN(), t0.Add(time.Second))
+	assert.Empty(t, ev.Evaluate(t0.Add(2*time.Second)), "two NaNs are one value")
+	ev.Observe(nodeN, "v", 3, t0.Add(3*time.Second))
+	ev.ObserveSample(nodeN, Sample{Signal: "v", Text: "x", At: t0.Add(4 * time.Second)})
+	ms := ev.Evaluate(t0.Add(5 * time.Second))
+	require.Len(t, ms, 1)
+	require.Len(t, ms[0].Evidence, 3)
+	assert.True(t, math.IsNaN(ms[0].Evidence[0].Value))
+	assert.Equal(t, t0.Add(time.Second), ms[0].Evidence[0].Time, "the latest sample of each value")
+	assert.InDelta(t, 3, ms[0].Evidence[1].Value, 0)
+	assert.Equal(t, "x", ms[0].Evidence[2].Text)
+	assert.Equal(t, t0.Add(time.Second), ms[0].Since)
+}
+
+// The signals a rank's train.step span carries reach the same faults as the
+// metrics and logs they summarise.
+func TestSpanHealthSignals(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	_, ok := findRule(matchesFor(t, rs, gpuG, obsSeries("gpu.health.ecc_dbe_errors", 50, 10, 0, 1)), "dbe_alone")
+	assert.True(t, ok)
+	_, ok = findRule(matchesFor(t, rs, gpuG, obsSeries("gpu.health.ecc_dbe_errors", 50, 10, 0, 0)), "dbe_alone")
+	assert.False(t, ok)
+	_, ok = findRule(matchesFor(t, rs, rankR, obsSeries("nccl.collective.timed_out", 60, 1, 1)), "nccl_timeout")
+	assert.True(t, ok)
+	m, ok := findRule(matchesFor(t, rs, gpuG, join(text("straggler.verdict", "straggler.compute", 60),
+		obsSeries(sigHealthCRC, 60, 1, 340), []obs{{sigHealthTemp, 70, "", 60}})), "straggler_with_nvlink_crc")
+	require.True(t, ok)
+	assert.Equal(t, fault.TypeNVLinkDegraded, m.FaultType)
+	assert.Len(t, m.Evidence, 3, "verdict, span temperature, CRC; the missing DCGM temperature passes without evidence")
+	_, ok = findRule(matchesFor(t, rs, gpuG, join(text("straggler.verdict", "straggler.link", 60), obsSeries(sigCRC, 0, 60, 0, 160))),
+		"straggler_with_nvlink_crc")
+	assert.True(t, ok, "a slow link whose GPU's CRC count grows")
+}
+
+// A match condition's evidence is the earliest matching sample (the onset
+// stays put as more arrive); the match's At is the latest.
+func TestMatchEvidenceIsTheOnset(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	ev.ObserveSample(gpuG, Sample{Signal: "gpu.xid", Value: 48, At: t0, SpanID: [8]byte{1}})
+	ev.ObserveSample(gpuG, Sample{Signal: "gpu.xid", Value: 13, At: t0.Add(time.Second)})
+	ev.ObserveSample(gpuG, Sample{Signal: "gpu.xid", Value: 48, At: t0.Add(2 * time.Second), SpanID: [8]byte{2}})
+	m, ok := findRule(ev.Evaluate(t0.Add(3*time.Second)), "xid_48")
+	require.True(t, ok)
+	require.Len(t, m.Evidence, 1)
+	assert.Equal(t, [8]byte{1}, [8]byte(m.Evidence[0].SpanID))
+	assert.Equal(t, t0, m.Since)
+	assert.Equal(t, t0.Add(2*time.Second), m.At)
 }

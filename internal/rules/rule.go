@@ -35,11 +35,15 @@ const (
 	// AggAbsent holds when the entity reported the signal before but not
 	// within the window: a node, GPU or rank that went silent. Takes no op.
 	AggAbsent Agg = "absent"
+	// AggDistinct is the number of distinct values (texts, or numbers for
+	// numeric samples) in the window; the evidence lists each one (its
+	// latest sample). Used to count distinct faults on a node.
+	AggDistinct Agg = "distinct"
 )
 
 func (a Agg) valid() bool {
 	switch a {
-	case AggLast, AggMin, AggMax, AggMean, AggCount, AggDelta, AggRate, AggBaselineRatio, AggAbsent:
+	case AggLast, AggMin, AggMax, AggMean, AggCount, AggDelta, AggRate, AggBaselineRatio, AggAbsent, AggDistinct:
 		return true
 	}
 	return false
@@ -96,6 +100,10 @@ type Condition struct {
 	Value      *float64 `yaml:"value,omitempty"`
 	In         []any    `yaml:"in,omitempty"`
 	MinSamples int      `yaml:"min_samples,omitempty"` // the aggregate needs this many samples (default 1)
+	// LastSamples, when > 0, tests only the newest N samples in the window
+	// and needs N of them: "throttled in the last 3 scrapes" fires on the
+	// third throttled scrape instead of after a whole window of them.
+	LastSamples int `yaml:"last_samples,omitempty"`
 	// PassIfMissing makes the condition hold when the signal has no sample
 	// in the window: "temperature normal" must not block a rule on nodes
 	// that do not report temperature.
@@ -176,6 +184,15 @@ func (c Condition) validate() error {
 	}
 	if c.MinSamples < 0 {
 		return fmt.Errorf("min_samples: negative")
+	}
+	if c.LastSamples < 0 {
+		return fmt.Errorf("last_samples: negative")
+	}
+	if c.LastSamples > 0 && c.MinSamples > c.LastSamples {
+		return fmt.Errorf("min_samples: %d can never be met over last_samples: %d", c.MinSamples, c.LastSamples)
+	}
+	if c.LastSamples > 0 && c.Agg == AggAbsent {
+		return fmt.Errorf("last_samples: agg absent reads no samples")
 	}
 	switch {
 	case len(c.In) > 0:

@@ -14,6 +14,9 @@ func TestConditionForms(t *testing.T) {
 		{Signal: "s", In: []any{48, "x", 1.5}},
 		{Signal: "s", Op: OpNaN},
 		{Signal: "s", Agg: AggAbsent},
+		{Signal: "s", Agg: AggMin, Op: OpGE, Value: &one, LastSamples: 3},
+		{Signal: "s", Agg: AggMin, Op: OpGE, Value: &one, LastSamples: 3, MinSamples: 3},
+		{Signal: "s", Agg: AggDistinct, Op: OpGE, Value: &one},
 	}
 	for _, c := range valid {
 		assert.NoError(t, c.validate(), "%+v", c)
@@ -27,6 +30,10 @@ func TestConditionForms(t *testing.T) {
 		{Signal: "s", In: []any{1}, Agg: AggMax},
 		{Signal: "s", Op: OpGT, Value: &one, MinSamples: -1},
 		{Signal: "s", Agg: "median", Op: OpGT, Value: &one},
+		{Signal: "s", Agg: AggMin, Op: OpGE, Value: &one, LastSamples: -1},
+		{Signal: "s", Agg: AggMin, Op: OpGE, Value: &one, LastSamples: 2, MinSamples: 3},
+		{Signal: "s", Agg: AggAbsent, LastSamples: 2},
+		{Signal: "s", Agg: AggDistinct},
 	}
 	for _, c := range invalid {
 		assert.Error(t, c.validate(), "%+v", c)

@@ -19,8 +19,9 @@ const (
 	// are ignored and node.silent is not tracked (a node cannot see itself
 	// go silent).
 	ModeAgent Mode = "agent"
-	// ModeGateway adds spans (straggler verdicts, step durations) and the
-	// node.heartbeat signal behind node.silent.
+	// ModeGateway adds spans (straggler verdicts, the signals of rank step
+	// spans) and the node.heartbeat signal behind node.silent, observed for
+	// hosts that run ranks.
 	ModeGateway Mode = "gateway"
 )
 
@@ -31,7 +32,8 @@ type Config struct {
 	// Rules are merged over the shipped defaults (rules.Default) by name:
 	// either a YAML document string ("rules: [...]") or a list of rules.
 	Rules any `mapstructure:"rules"`
-	// EvaluationInterval between rule evaluations. Default 5s.
+	// EvaluationInterval between rule evaluations. Default 1s: a hardware
+	// fault opens within one scrape interval plus this.
 	EvaluationInterval time.Duration `mapstructure:"evaluation_interval"`
 	// FaultIDBucket is the onset bucket of fault ids. Default 5m.
 	FaultIDBucket time.Duration `mapstructure:"fault_id_bucket"`
@@ -45,6 +47,14 @@ type Config struct {
 	// MaxOpenFaults bounds the faults open at once; further matches are
 	// dropped (and logged). Default 10000.
 	MaxOpenFaults int `mapstructure:"max_open_faults"`
+	// IncidentGap groups a node's faults into incidents for the escalation
+	// rule (node_repeated_faults counts fault.opened): a fault whose onset
+	// lies within IncidentGap of one already counted for its node belongs
+	// to the same incident and is not counted again, so that one incident
+	// seen as several faults (the eight ranks of a node slow on one link, a
+	// DBE then the NCCL timeout it causes) is no "node that keeps
+	// faulting". 0 counts every fault. Default 10m.
+	IncidentGap time.Duration `mapstructure:"incident_gap"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -66,6 +76,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.FaultIDBucket < 0 {
 		errs = append(errs, fmt.Errorf("fault_id_bucket: must not be negative, got %s", cfg.FaultIDBucket))
+	}
+	if cfg.IncidentGap < 0 {
+		errs = append(errs, fmt.Errorf("incident_gap: must not be negative, got %s", cfg.IncidentGap))
 	}
 	for _, n := range []struct {
 		key string

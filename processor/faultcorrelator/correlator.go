@@ -46,14 +46,22 @@ type correlator struct {
 	meter  metric.Meter
 	now    func() time.Time
 
+	// Fixed at creation: metric names some rule reads (in any form), and
+	// the rules that read node.heartbeat with agg absent (node.silent).
+	metricsRead map[string]bool
+	silentRules map[string]bool
+
 	mu         sync.Mutex
 	eval       *rules.Evaluator
-	info       map[fault.Entity]where // identity of observed entities
-	counters   map[counterKey]float64 // per entity: summed growth of cumulative counters
-	sources    map[string]float64     // last value of each source counter
-	histograms map[string]histPoint   // last cumulative sum and count of each histogram
-	open       map[string]*openFault  // by dedup key (id type + entity)
-	dropped    int                    // matches refused because max_open_faults was reached
+	info       map[fault.Entity]where         // identity of observed entities
+	counters   map[counterKey]float64         // per entity: summed growth of cumulative counters
+	sources    map[string]float64             // last value of each source counter
+	histograms map[string]histPoint           // last cumulative sum and count of each histogram
+	open       map[string]*openFault          // by dedup key (id type + entity)
+	dropped    int                            // matches refused because max_open_faults was reached
+	hostJobs   map[string]map[string]struct{} // gateway: watched hosts and the jobs whose ranks they run
+	jobSeen    map[string]time.Time           // gateway: each watched job's latest input
+	incidents  map[string][]time.Time         // per host: onsets of the faults counted for escalation
 
 	registration metric.Registration
 	cancel       context.CancelFunc
@@ -65,7 +73,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 	if err != nil {
 		return nil, fmt.Errorf("faultcorrelator: creating the connector: %w", err)
 	}
-	return &correlator{
+	c := &correlator{
 		cfg:    cfg,
 		logger: set.Logger,
 		next:   next,
@@ -75,12 +83,29 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 			MaxEntities:         cfg.MaxEntities,
 			MaxSamplesPerSeries: cfg.MaxSamplesPerSeries,
 		}),
-		info:       map[fault.Entity]where{},
-		counters:   map[counterKey]float64{},
-		sources:    map[string]float64{},
-		histograms: map[string]histPoint{},
-		open:       map[string]*openFault{},
-	}, nil
+		metricsRead: map[string]bool{},
+		silentRules: map[string]bool{},
+		info:        map[fault.Entity]where{},
+		counters:    map[counterKey]float64{},
+		sources:     map[string]float64{},
+		histograms:  map[string]histPoint{},
+		open:        map[string]*openFault{},
+		hostJobs:    map[string]map[string]struct{}{},
+		jobSeen:     map[string]time.Time{},
+		incidents:   map[string][]time.Time{},
+	}
+	for _, sig := range c.eval.Signals() {
+		name, _, _ := strings.Cut(sig, "{")
+		c.metricsRead[name] = true
+	}
+	for _, r := range rs {
+		for _, cond := range append(append([]rules.Condition{}, r.All...), r.Any...) {
+			if cond.Signal == signalHeartbeat && cond.Agg == rules.AggAbsent {
+				c.silentRules[r.Name] = true
+			}
+		}
+	}
+	return c, nil
 }
 
 func (c *correlator) Capabilities() consumer.Capabilities {
@@ -231,9 +256,13 @@ func (c *correlator) step(now time.Time) []fault.Record {
 	matches := c.eval.Evaluate(now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetJobs(now)
 	best := map[string]rules.Match{}
 	for _, m := range matches {
 		key := idType(m) + "\x00" + m.Entity.String()
+		if _, open := c.open[key]; !open && c.silentRules[m.Rule] && !c.jobRunning(c.hostOf(m.Entity), now.Add(-m.Window)) {
+			continue // a silent host whose jobs all stopped: finished, or dead as a whole
+		}
 		if old, ok := best[key]; !ok || better(m, old) {
 			best[key] = m
 		}
@@ -279,7 +308,59 @@ func (c *correlator) step(now time.Time) []fault.Record {
 		}
 		return out[i].State < out[j].State
 	})
+	c.countOpened(out, now)
 	return out
+}
+
+// hostOf returns the host of e: its key for a node, else what its inputs
+// said.
+func (c *correlator) hostOf(e fault.Entity) string {
+	if e.Kind == fault.EntityNode {
+		return e.Key
+	}
+	return c.info[e].host
+}
+
+// countOpened observes fault.opened under the node of each fault that
+// opened (but an escalation itself) and starts an incident there: a fault
+// whose onset lies within incident_gap of one already counted for its node
+// is part of that incident. The text "<type> <fault.id>" makes a fault that
+// reopens with the same id count once, and the onset as the time makes
+// replicas agree on the escalation's id. Callers hold c.mu.
+func (c *correlator) countOpened(records []fault.Record, now time.Time) {
+	var opened []fault.Record
+	for _, r := range records {
+		if r.State == fault.StateOpen && r.Type != fault.TypeNodeRepeatedFaults && r.HostName != "" {
+			opened = append(opened, r)
+		}
+	}
+	// Earliest onset first: an incident is counted by its first fault.
+	sort.SliceStable(opened, func(i, j int) bool { return opened[i].FirstSeen.Before(opened[j].FirstSeen) })
+	keep := c.eval.ForgetAfter(fault.EntityNode)
+	for _, r := range opened {
+		onsets := c.incidents[r.HostName]
+		if onsets == nil && len(c.incidents) >= c.cfg.MaxEntities {
+			continue
+		}
+		kept, sameIncident := onsets[:0], false
+		for _, t := range onsets {
+			if now.Sub(t) > keep {
+				continue // older than the escalation can look back
+			}
+			kept = append(kept, t)
+			if d := r.FirstSeen.Sub(t); d < c.cfg.IncidentGap && d > -c.cfg.IncidentGap {
+				sameIncident = true
+			}
+		}
+		if !sameIncident {
+			if len(kept) >= maxIncidentsPerHost {
+				kept = kept[1:]
+			}
+			kept = append(kept, r.FirstSeen)
+			c.observe(where{host: r.HostName}, rules.Sample{Signal: signalFaultOpened, Value: 1, Text: r.IDType() + " " + r.ID, At: r.FirstSeen})
+		}
+		c.incidents[r.HostName] = kept
+	}
 }
 
 // record builds the fault record of m with onset firstSeen.

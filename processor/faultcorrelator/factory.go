@@ -31,12 +31,13 @@ func NewFactory() connector.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		Mode:                ModeAgent,
-		EvaluationInterval:  5 * time.Second,
+		EvaluationInterval:  time.Second,
 		FaultIDBucket:       5 * time.Minute,
 		ResolveAfter:        5 * time.Minute,
 		MaxEntities:         100_000,
 		MaxSamplesPerSeries: 256,
 		MaxOpenFaults:       10_000,
+		IncidentGap:         10 * time.Minute,
 	}
 }
 

@@ -19,15 +19,53 @@ import (
 // Signal and attribute names the correlator reads besides metric names
 // (docs/fault-record.md, "Signals the rules read").
 const (
-	signalHeartbeat      = "node.heartbeat"
-	signalStepDuration   = "training.step.duration"
-	attrStragglerVerdict = "straggler.verdict"
-	attrTrainingError    = "training.error"
-	attrTrainingLoss     = "training.loss"
-	attrGPUUnresponsive  = "gpu.unresponsive"
-	attrIBDevice         = "ib.device"
-	attrIBPort           = "ib.port"
+	signalHeartbeat       = "node.heartbeat"
+	signalStepDuration    = "training.step.duration"
+	signalFaultOpened     = "fault.opened"
+	signalNCCLTimedOut    = "nccl.collective.timed_out"
+	attrStragglerVerdict  = "straggler.verdict"
+	attrTrainingError     = "training.error"
+	attrTrainingLoss      = "training.loss"
+	attrGPUUnresponsive   = "gpu.unresponsive"
+	attrIBDevice          = "ib.device"
+	attrIBPort            = "ib.port"
+	attrHealthXIDs        = "gpu.health.xids"
+	attrHealthThrottle    = "gpu.health.throttle_reasons"
+	attrNCCLRanks         = "nccl.ranks" // the ranks an NCCL finding names
+	timedOutStatusPrefix  = "timed out"  // ncclflight's status message of a collective the watchdog retired
+	maxListItemsPerSpan   = 16           // XIDs, throttle reasons or finding ranks read from one span or record
+	maxJobsPerWatchedHost = 64           // jobs remembered per watched host (node.silent)
+	maxIncidentsPerHost   = 64           // incident onsets remembered per host (escalation)
 )
+
+// Span names: the rank's step (the training contract, stepspan processor)
+// and the spans the gateway's straggler processor derives from a step.
+const (
+	spanStep        = "train.step"
+	spanStepRoot    = "train.step.root"
+	spanStepVerdict = "train.step.verdict"
+)
+
+// stepSpanNumbers are the numeric attributes of a rank's train.step span
+// observed as samples under their own names: the loss the script sends, the
+// summary of the rank's NCCL collectives in the step and the GPU and IB
+// health the agent's stepspan processor attaches from the nodestate
+// extension. A fixed list bounds the work per span; samples of signals no
+// rule reads are not kept.
+var stepSpanNumbers = [...]string{
+	attrTrainingLoss,
+	"nccl.collectives.count",
+	"nccl.collectives.total_ns",
+	"nccl.collectives.max_ns",
+	"nccl.collectives.anomalies",
+	"gpu.health.sm_active",
+	"gpu.health.temperature",
+	"gpu.health.nvlink_crc_errors",
+	"gpu.health.ecc_sbe_errors",
+	"gpu.health.ecc_dbe_errors",
+	"ib.health.symbol_errors",
+	"ib.health.link_downed",
+}
 
 // where is what one input says about the entities it belongs to.
 type where struct {
@@ -93,7 +131,12 @@ func timeOr(ts pcommon.Timestamp, fallback time.Time) time.Time {
 // observe records s under every entity of w and remembers what each entity
 // is (host, GPU, job, rank) for the fault records. Callers hold c.mu.
 func (c *correlator) observe(w where, s rules.Sample) {
-	for _, e := range w.entities() {
+	c.observeUnder(w.entities(), w, s)
+}
+
+// observeUnder is observe with w's entities computed once by the caller.
+func (c *correlator) observeUnder(ents []fault.Entity, w where, s rules.Sample) {
+	for _, e := range ents {
 		if c.eval.ObserveSample(e, s) {
 			c.remember(e, w)
 		}
@@ -116,16 +159,128 @@ func (c *correlator) remember(e fault.Entity, w where) {
 	if w.host == "" {
 		w.host = old.host
 	}
+	if w.gpu == "" {
+		w.gpu = old.gpu // a rank's verdict span may not name the GPU its step spans did
+	}
 	c.info[e] = w
 }
 
-// heartbeat marks each host seen in a batch once (gateway: node.silent).
-func (c *correlator) heartbeat(hosts map[string]time.Time) {
+// activity is what one batch says about who is alive (gateway mode, for
+// node.silent): the latest time each host and each job sent anything, and
+// which hosts run ranks of which job. A nil activity (agent mode) notes
+// nothing.
+type activity struct {
+	hosts map[string]time.Time
+	jobs  map[string]time.Time
+	ranks map[hostJob]struct{}
+}
+
+type hostJob struct{ host, job string }
+
+// newActivity returns the activity of one batch, nil in agent mode.
+func (c *correlator) newActivity() *activity {
 	if c.cfg.Mode != ModeGateway {
+		return nil
+	}
+	return &activity{hosts: map[string]time.Time{}, jobs: map[string]time.Time{}, ranks: map[hostJob]struct{}{}}
+}
+
+// saw notes an input about w at time at: its host and its job are alive.
+func (a *activity) saw(w where, at time.Time) {
+	if a == nil {
 		return
 	}
-	for h, at := range hosts {
-		c.observe(where{host: h}, rules.Sample{Signal: signalHeartbeat, Value: 1, At: at})
+	if w.host != "" && at.After(a.hosts[w.host]) {
+		a.hosts[w.host] = at
+	}
+	if w.job != "" && at.After(a.jobs[w.job]) {
+		a.jobs[w.job] = at
+	}
+}
+
+// sawRank notes a rank span: its host runs ranks of its job.
+func (a *activity) sawRank(w where) {
+	if a != nil && w.host != "" && w.job != "" && w.rankKnown {
+		a.ranks[hostJob{w.host, w.job}] = struct{}{}
+	}
+}
+
+// noteActivity applies a batch's activity. A host is watched from its
+// first rank span on: node.heartbeat is observed for watched hosts only, so
+// a node that never ran a rank never goes "silent". Whether the host's
+// jobs are still running is checked when node_silent matches
+// (jobRunning). Callers hold c.mu.
+func (c *correlator) noteActivity(a *activity) {
+	if a == nil {
+		return
+	}
+	for hj := range a.ranks {
+		jobs := c.hostJobs[hj.host]
+		if jobs == nil {
+			if len(c.hostJobs) >= c.cfg.MaxEntities {
+				continue
+			}
+			jobs = map[string]struct{}{}
+			c.hostJobs[hj.host] = jobs
+		}
+		if _, known := jobs[hj.job]; !known && len(jobs) >= maxJobsPerWatchedHost {
+			continue
+		}
+		if _, known := c.jobSeen[hj.job]; !known {
+			if len(c.jobSeen) >= c.cfg.MaxEntities {
+				continue
+			}
+			c.jobSeen[hj.job] = time.Time{}
+		}
+		jobs[hj.job] = struct{}{}
+	}
+	for job, at := range a.jobs {
+		if last, known := c.jobSeen[job]; known && at.After(last) {
+			c.jobSeen[job] = at
+		}
+	}
+	for host, at := range a.hosts {
+		if _, watched := c.hostJobs[host]; watched {
+			c.observe(where{host: host}, rules.Sample{Signal: signalHeartbeat, Value: 1, At: at})
+		}
+	}
+}
+
+// jobRunning reports whether a job with ranks on host sent anything at or
+// after since. Callers hold c.mu.
+func (c *correlator) jobRunning(host string, since time.Time) bool {
+	for job := range c.hostJobs[host] {
+		if !c.jobSeen[job].Before(since) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetJobs drops jobs that sent nothing for as long as the evaluator
+// remembers a node, and stops watching hosts left without a job. Callers
+// hold c.mu.
+func (c *correlator) forgetJobs(now time.Time) {
+	cutoff := now.Add(-c.eval.ForgetAfter(fault.EntityNode))
+	dropped := false
+	for job, last := range c.jobSeen {
+		if last.Before(cutoff) {
+			delete(c.jobSeen, job)
+			dropped = true
+		}
+	}
+	if !dropped {
+		return
+	}
+	for host, jobs := range c.hostJobs {
+		for job := range jobs {
+			if _, known := c.jobSeen[job]; !known {
+				delete(jobs, job)
+			}
+		}
+		if len(jobs) == 0 {
+			delete(c.hostJobs, host)
+		}
 	}
 }
 
@@ -135,7 +290,7 @@ func (c *correlator) heartbeat(hosts map[string]time.Time) {
 // not interleave its eight GPUs' counters; a histogram contributes its mean
 // over the interval.
 func (c *correlator) observeMetrics(md pmetric.Metrics, now time.Time) {
-	hosts := map[string]time.Time{}
+	act := c.newActivity()
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
@@ -149,39 +304,42 @@ func (c *correlator) observeMetrics(md pmetric.Metrics, now time.Time) {
 				m := ms.At(k)
 				switch m.Type() {
 				case pmetric.MetricTypeGauge:
-					c.numberPoints(m.Name(), m.Gauge().DataPoints(), res, resKey, false, now, hosts)
+					c.numberPoints(m.Name(), m.Gauge().DataPoints(), res, resKey, false, now, act)
 				case pmetric.MetricTypeSum:
 					cumulative := m.Sum().IsMonotonic() && m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityCumulative
-					c.numberPoints(m.Name(), m.Sum().DataPoints(), res, resKey, cumulative, now, hosts)
+					c.numberPoints(m.Name(), m.Sum().DataPoints(), res, resKey, cumulative, now, act)
 				case pmetric.MetricTypeHistogram:
-					c.histogramPoints(m.Name(), m.Histogram(), res, resKey, now, hosts)
+					c.histogramPoints(m.Name(), m.Histogram(), res, resKey, now, act)
 				}
 			}
 		}
 	}
-	c.heartbeat(hosts)
+	c.noteActivity(act)
 }
 
-func (c *correlator) numberPoints(name string, dps pmetric.NumberDataPointSlice, res where, resKey string, cumulative bool, now time.Time, hosts map[string]time.Time) {
+func (c *correlator) numberPoints(name string, dps pmetric.NumberDataPointSlice, res where, resKey string, cumulative bool, now time.Time, act *activity) {
+	read := c.metricsRead[name]
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		w := res
 		w.read(dp.Attributes())
 		at := timeOr(dp.Timestamp(), now)
-		if w.host != "" {
-			hosts[w.host] = at
+		act.saw(w, at)
+		if !read {
+			continue // no rule reads this metric in any form
 		}
 		v := dp.DoubleValue()
 		if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 			v = float64(dp.IntValue())
 		}
+		ents := w.entities()
 		for _, sig := range signalNames(name, dp.Attributes()) {
 			if !cumulative {
-				c.observe(w, rules.Sample{Signal: sig, Value: v, At: at})
+				c.observeUnder(ents, w, rules.Sample{Signal: sig, Value: v, At: at})
 				continue
 			}
 			growth := c.counterGrowth(resKey+"\x00"+sig+"\x00"+mapKey(dp.Attributes()), v)
-			for _, e := range w.entities() {
+			for _, e := range ents {
 				total := c.counters[counterKey{e, sig}] + growth
 				if c.eval.ObserveSample(e, rules.Sample{Signal: sig, Value: total, At: at}) {
 					c.counters[counterKey{e, sig}] = total
@@ -210,15 +368,17 @@ func (c *correlator) counterGrowth(source string, v float64) float64 {
 	}
 }
 
-func (c *correlator) histogramPoints(name string, h pmetric.Histogram, res where, resKey string, now time.Time, hosts map[string]time.Time) {
+func (c *correlator) histogramPoints(name string, h pmetric.Histogram, res where, resKey string, now time.Time, act *activity) {
+	read := c.metricsRead[name]
 	dps := h.DataPoints()
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		w := res
 		w.read(dp.Attributes())
 		at := timeOr(dp.Timestamp(), now)
-		if w.host != "" {
-			hosts[w.host] = at
+		act.saw(w, at)
+		if !read {
+			continue
 		}
 		sum, count := dp.Sum(), float64(dp.Count())
 		if h.AggregationTemporality() == pmetric.AggregationTemporalityCumulative {
@@ -234,8 +394,9 @@ func (c *correlator) histogramPoints(name string, h pmetric.Histogram, res where
 		if count <= 0 {
 			continue
 		}
+		ents := w.entities()
 		for _, sig := range signalNames(name, dp.Attributes()) {
-			c.observe(w, rules.Sample{Signal: sig, Value: sum / count, At: at})
+			c.observeUnder(ents, w, rules.Sample{Signal: sig, Value: sum / count, At: at})
 		}
 	}
 }
@@ -264,7 +425,7 @@ func mapKey(attrs pcommon.Map) string {
 // observeLogs maps XID records, NCCL findings, GPU hangs, training errors
 // and losses onto signals.
 func (c *correlator) observeLogs(ld plog.Logs, now time.Time) {
-	hosts := map[string]time.Time{}
+	act := c.newActivity()
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -279,19 +440,18 @@ func (c *correlator) observeLogs(ld plog.Logs, now time.Time) {
 				a := lr.Attributes()
 				w.read(a)
 				at := timeOr(lr.Timestamp(), timeOr(lr.ObservedTimestamp(), now))
-				if w.host != "" {
-					hosts[w.host] = at
-				}
+				act.saw(w, at)
+				ents := w.entities()
 				base := rules.Sample{At: at, TraceID: lr.TraceID(), SpanID: lr.SpanID()}
 				num := func(sig string, v float64) {
 					s := base
 					s.Signal, s.Value = sig, v
-					c.observe(w, s)
+					c.observeUnder(ents, w, s)
 				}
 				text := func(sig, v string) {
 					s := base
 					s.Signal, s.Text = sig, v
-					c.observe(w, s)
+					c.observeUnder(ents, w, s)
 				}
 				if v, ok := a.Get(semconv.AttrGPUXID); ok && v.Type() == pcommon.ValueTypeInt {
 					num(semconv.AttrGPUXID, float64(v.Int()))
@@ -314,27 +474,65 @@ func (c *correlator) observeLogs(ld plog.Logs, now time.Time) {
 						text(k, v.Str())
 					}
 				}
-				if v, ok := a.Get(attrTrainingLoss); ok {
-					switch v.Type() {
-					case pcommon.ValueTypeDouble:
-						num(attrTrainingLoss, v.Double())
-					case pcommon.ValueTypeInt:
-						num(attrTrainingLoss, float64(v.Int()))
-					}
+				if v, ok := a.Get(semconv.AttrNCCLFinding); ok && v.Type() == pcommon.ValueTypeStr {
+					c.observeFindingRanks(w.job, a, base, v.Str())
+				}
+				if v, ok := number(a, attrTrainingLoss); ok {
+					num(attrTrainingLoss, v)
 				}
 			}
 		}
 	}
-	c.heartbeat(hosts)
+	c.noteActivity(act)
 }
 
-// observeTraces (gateway) maps rank step spans onto straggler verdicts and
-// step durations, with the span's ids as evidence.
+// observeFindingRanks observes an NCCL finding also under each rank it
+// names (nccl.ranks: the ranks missing from a collective, the ranks whose
+// collective timed out): the finding comes from the node that read the
+// dumps, with no training.rank, while the hang or timeout is the named
+// ranks'. At most maxListItemsPerSpan ranks.
+func (c *correlator) observeFindingRanks(job string, a pcommon.Map, base rules.Sample, finding string) {
+	v, ok := a.Get(attrNCCLRanks)
+	if !ok || v.Type() != pcommon.ValueTypeSlice || job == "" {
+		return
+	}
+	s := base
+	s.Signal, s.Text = semconv.AttrNCCLFinding, finding
+	ranks := v.Slice()
+	for i := 0; i < ranks.Len() && i < maxListItemsPerSpan; i++ {
+		if r := ranks.At(i); r.Type() == pcommon.ValueTypeInt {
+			// No host: the rank's own spans said where it runs.
+			w := where{job: job, rank: r.Int(), rankKnown: true}
+			c.observeUnder([]fault.Entity{{Kind: fault.EntityRank, Key: job + "/" + strconv.FormatInt(r.Int(), 10)}}, w, s)
+		}
+	}
+}
+
+// number returns the attribute k of a as a number (double or int).
+func number(a pcommon.Map, k string) (float64, bool) {
+	v, ok := a.Get(k)
+	if !ok {
+		return 0, false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeDouble:
+		return v.Double(), true
+	case pcommon.ValueTypeInt:
+		return float64(v.Int()), true
+	}
+	return 0, false
+}
+
+// observeTraces (gateway) reads rank spans: the straggler verdict from any
+// of them (train.step.verdict from the straggler processor, or an annotated
+// train.step), the step's duration, loss, NCCL summary and health from
+// train.step only, and the collectives the NCCL watchdog retired. Evidence
+// carries the span's ids.
 func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
 	if c.cfg.Mode != ModeGateway {
 		return
 	}
-	hosts := map[string]time.Time{}
+	act := c.newActivity()
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -344,29 +542,96 @@ func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				w := res
-				w.read(sp.Attributes())
-				if !w.rankKnown {
-					continue // only rank spans carry per-rank signals
-				}
-				at := timeOr(sp.EndTimestamp(), now)
-				if w.host != "" {
-					hosts[w.host] = at
-				}
-				base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
-				if sp.EndTimestamp() > sp.StartTimestamp() {
-					s := base
-					s.Signal, s.Value = signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds()
-					c.observe(w, s)
-				}
-				if v, ok := sp.Attributes().Get(attrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
-					s := base
-					s.Signal, s.Text = attrStragglerVerdict, v.Str()
-					c.observe(w, s)
-				}
+				c.observeSpan(spans.At(k), res, now, act)
 			}
 		}
 	}
-	c.heartbeat(hosts)
+	c.noteActivity(act)
+}
+
+func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *activity) {
+	w := res
+	w.read(sp.Attributes())
+	if !w.rankKnown {
+		return // only rank spans carry per-rank signals
+	}
+	name := sp.Name()
+	if w.job != "" {
+		rank := fault.Entity{Kind: fault.EntityRank, Key: w.job + "/" + strconv.FormatInt(w.rank, 10)}
+		if name == spanStep {
+			c.remember(rank, w) // where the rank runs, for its verdict spans
+		} else if w.gpu == "" || w.host == "" {
+			// A verdict span may lack the GPU its rank's step spans named.
+			known := c.info[rank]
+			if w.gpu == "" {
+				w.gpu = known.gpu
+			}
+			if w.host == "" {
+				w.host = known.host
+			}
+		}
+	}
+	at := timeOr(sp.EndTimestamp(), now)
+	if name != spanStepRoot && name != spanStepVerdict {
+		// Sent by the rank's host, not derived by the gateway: the host
+		// and the job are alive.
+		act.saw(w, at)
+		act.sawRank(w)
+	}
+	ents := w.entities()
+	base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+	a := sp.Attributes()
+	if v, ok := a.Get(attrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
+		s := base
+		s.Signal, s.Text = attrStragglerVerdict, v.Str()
+		c.observeUnder(ents, w, s)
+	}
+	switch {
+	case name == spanStep:
+		c.observeStepSpan(sp, ents, w, base)
+	case sp.Status().Code() == ptrace.StatusCodeError && strings.HasPrefix(sp.Status().Message(), timedOutStatusPrefix):
+		if _, collective := a.Get(semconv.AttrNCCLCollective); collective {
+			s := base
+			s.Signal, s.Value = signalNCCLTimedOut, 1
+			c.observeUnder(ents, w, s)
+		}
+	}
+}
+
+// observeStepSpan reads a rank's train.step span: duration, loss, NCCL
+// summary, GPU and IB health (stepSpanNumbers), and the XIDs and throttle
+// reasons of its health window.
+func (c *correlator) observeStepSpan(sp ptrace.Span, ents []fault.Entity, w where, base rules.Sample) {
+	num := func(sig string, v float64) {
+		s := base
+		s.Signal, s.Value = sig, v
+		c.observeUnder(ents, w, s)
+	}
+	if sp.EndTimestamp() > sp.StartTimestamp() {
+		num(signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds())
+	}
+	a := sp.Attributes()
+	for _, k := range stepSpanNumbers {
+		if v, ok := number(a, k); ok {
+			num(k, v)
+		}
+	}
+	if v, ok := a.Get(attrHealthXIDs); ok && v.Type() == pcommon.ValueTypeSlice {
+		xids := v.Slice()
+		for i := 0; i < xids.Len() && i < maxListItemsPerSpan; i++ {
+			if x := xids.At(i); x.Type() == pcommon.ValueTypeInt {
+				num(semconv.AttrGPUXID, float64(x.Int()))
+			}
+		}
+	}
+	if v, ok := a.Get(attrHealthThrottle); ok && v.Type() == pcommon.ValueTypeSlice {
+		reasons := v.Slice()
+		for i := 0; i < reasons.Len() && i < maxListItemsPerSpan; i++ {
+			if r := reasons.At(i); r.Type() == pcommon.ValueTypeStr && r.Str() != "" {
+				s := base
+				s.Signal, s.Text = attrHealthThrottle, r.Str()
+				c.observeUnder(ents, w, s)
+			}
+		}
+	}
 }

@@ -146,26 +146,3 @@ func TestAgentIgnoresSpans(t *testing.T) {
 	require.NoError(t, c.evaluate(context.Background()))
 	assert.Empty(t, faults(t, sink))
 }
-
-func TestGatewayNodeSilent(t *testing.T) {
-	c, sink, clock := newTestCorrelator(t, func(cfg *Config) { cfg.Mode = ModeGateway })
-	ctx := context.Background()
-	require.NoError(t, c.ConsumeLogs(ctx, xidLogs(119, t0))) // any batch from the node is a heartbeat
-	clock.at = t0.Add(time.Minute)
-	require.NoError(t, c.evaluate(ctx))
-	for _, r := range faults(t, sink) {
-		assert.NotEqual(t, fault.TypeNodeSilent, r.Type)
-	}
-	clock.at = t0.Add(3 * time.Minute)
-	require.NoError(t, c.evaluate(ctx))
-	var silent []fault.Record
-	for _, r := range faults(t, sink) {
-		if r.Type == fault.TypeNodeSilent {
-			silent = append(silent, r)
-		}
-	}
-	require.Len(t, silent, 1)
-	assert.Equal(t, fault.Entity{Kind: fault.EntityNode, Key: testHost}, silent[0].Entity)
-	assert.Equal(t, testHost, silent[0].HostName)
-	assert.Empty(t, silent[0].GPUUUID, "a node fault carries no GPU")
-}
