@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 )
 
 // Options configure a run. Zero fields take the defaults of
@@ -125,9 +127,31 @@ func (o Options) lightInputs() bool { return o.Ranks > 512 }
 // lightKinds are the injections step spans alone can show.
 var lightKinds = map[string]bool{InjectComputeStraggler: true, InjectSlowLink: true, InjectLossNaN: true}
 
-// Run simulates the selected scenarios at once through one in-process
-// collector and scores the fault records.
-func Run(ctx context.Context, opts Options) (*Report, error) {
+// Cluster is the simulated side of a run: the jobs of the selected
+// scenarios, their nodes' dcgm-exporter pages (one HTTP server), sysfs
+// trees and flight-recorder directories. Run feeds it to an in-process
+// collector; the end-to-end test feeds it to agent binaries, one per node.
+type Cluster struct {
+	opts   Options
+	jobs   []*job
+	pages  *httptest.Server
+	dir    string
+	ownDir bool
+	onsets []time.Time
+}
+
+// NodeInputs are where one simulated node's agent reads.
+type NodeInputs struct {
+	Host      string
+	JobID     string
+	PageURL   string // dcgm-exporter /metrics
+	SysfsRoot string // holds class/infiniband
+	FRDir     string // flight-recorder dumps
+}
+
+// NewCluster lays out the selected scenarios' nodes and starts serving
+// their dcgm-exporter pages. Close removes everything.
+func NewCluster(opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
 	all, err := Scenarios()
 	if err != nil {
@@ -137,44 +161,109 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := opts.Dir
-	if dir == "" {
-		dir, err = os.MkdirTemp("", "gpusim-")
-		if err != nil {
+	c := &Cluster{opts: opts, dir: opts.Dir}
+	if c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "gpusim-"); err != nil {
 			return nil, fmt.Errorf("testbed: %w", err)
 		}
-		defer os.RemoveAll(dir)
+		c.ownDir = true
 	}
 	runID := strconv.FormatUint(opts.Seed%100000, 10)
-	opts.Logger.Info("testbed run", zap.Uint64("seed", opts.Seed), zap.Int("scenarios", len(selected)))
-
-	var jobs []*job
 	mux := http.NewServeMux()
 	for i, sc := range selected {
 		j := newJob(sc, runID, opts.Seed+uint64(i)*0x9e3779b97f4a7c15)
 		for _, nd := range j.nodes {
-			nd.sysfsRoot = filepath.Join(dir, nd.host, "sys")
+			nd.sysfsRoot = filepath.Join(c.dir, nd.host, "sys")
 			if !opts.lightInputs() {
-				nd.frDir = filepath.Join(dir, nd.host, "fr")
+				nd.frDir = filepath.Join(c.dir, nd.host, "fr")
 				if err := os.MkdirAll(nd.frDir, 0o755); err != nil {
+					c.Close()
 					return nil, fmt.Errorf("testbed: %w", err)
 				}
 				if err := nd.writeSysfs(); err != nil {
+					c.Close()
 					return nil, err
 				}
 			}
 			mux.Handle("/"+nd.host+"/metrics", nd)
 		}
-		jobs = append(jobs, j)
+		c.jobs = append(c.jobs, j)
 	}
-	pages := httptest.NewServer(mux)
-	defer pages.Close()
+	c.pages = httptest.NewServer(mux)
+	return c, nil
+}
+
+// Close stops the pages and removes the cluster's files.
+func (c *Cluster) Close() {
+	if c.pages != nil {
+		c.pages.Close()
+	}
+	if c.ownDir {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// Seed is the run's seed.
+func (c *Cluster) Seed() uint64 { return c.opts.Seed }
+
+// Nodes lists every simulated node's inputs.
+func (c *Cluster) Nodes() []NodeInputs {
+	var out []NodeInputs
+	for _, j := range c.jobs {
+		for _, nd := range j.nodes {
+			out = append(out, NodeInputs{Host: nd.host, JobID: j.id, PageURL: c.pageURL(nd), SysfsRoot: nd.sysfsRoot, FRDir: nd.frDir})
+		}
+	}
+	return out
+}
+
+func (c *Cluster) pageURL(nd *node) string { return c.pages.URL + "/" + nd.host + "/metrics" }
+
+// Drive runs every job's steps in real time, sending each node's step
+// spans to otlpTracesURL(host) (an OTLP/HTTP /v1/traces URL), and returns
+// when the last step is done.
+func (c *Cluster) Drive(ctx context.Context, otlpTracesURL func(host string) string) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	c.onsets = make([]time.Time, len(c.jobs))
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.jobs))
+	for i, j := range c.jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.onsets[i], errs[i] = drive(ctx, j, c.opts, &otlpSender{url: otlpTracesURL, client: client})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Score compares the fault records received (with their arrival times)
+// with the scenarios' expectations. Call it after Drive.
+func (c *Cluster) Score(records []fault.Record, arrivals []time.Time) *Report {
+	cs := make([]captured, len(records))
+	for i := range records {
+		cs[i] = captured{record: records[i], at: arrivals[i]}
+	}
+	return score(c.opts, c.jobs, c.onsets, cs)
+}
+
+// Run simulates the selected scenarios at once through one in-process
+// collector and scores the fault records.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts = opts.withDefaults()
+	c, err := NewCluster(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	opts.Logger.Info("testbed run", zap.Uint64("seed", opts.Seed), zap.Int("scenarios", len(c.jobs)))
 
 	otlpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pipelineConfig(opts, jobs, func(nd *node) string { return pages.URL + "/" + nd.host + "/metrics" }, otlpAddr)
+	cfg, err := pipelineConfig(opts, c.jobs, c.pageURL, otlpAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -183,21 +272,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	sender := &otlpSender{url: "http://" + otlpAddr + "/v1/traces", client: &http.Client{Timeout: 10 * time.Second}}
-
 	started := time.Now()
-	onsets := make([]time.Time, len(jobs))
-	var wg sync.WaitGroup
-	errs := make([]error, len(jobs))
-	for i, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			onsets[i], errs[i] = drive(ctx, j, opts, sender)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := c.Drive(ctx, func(string) string { return "http://" + otlpAddr + "/v1/traces" }); err != nil {
 		_ = stop()
 		return nil, err
 	}
@@ -208,7 +284,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	stopErr := stop()
 	records, bad := sink.snapshot()
-	rep := score(opts, jobs, onsets, records)
+	rep := score(opts, c.jobs, c.onsets, records)
 	rep.Duration = time.Since(started)
 	rep.BadRecords = len(bad)
 	if stopErr != nil {
@@ -236,6 +312,7 @@ func selectScenarios(all []Scenario, opts Options) ([]Scenario, error) {
 				return nil, fmt.Errorf("testbed: ranks %d is not a multiple of %d GPUs per node", opts.Ranks, sc.GPUsPerNode)
 			}
 			sc.Nodes = opts.Ranks / sc.GPUsPerNode
+			sc.remapNodes()
 		}
 		out = append(out, sc)
 	}
@@ -354,60 +431,68 @@ func (j *job) recordFlight(step int, start, end time.Time, ranks []rankStep) err
 	return nil
 }
 
+// hostTraces are step spans of one node's ranks.
+type hostTraces struct {
+	host string
+	td   ptrace.Traces
+}
+
 // stepSpans builds the ranks' train.step spans as the Python SDK sends
-// them (docs/training-scripts.md), leaving out the ranks of silent nodes.
-func (j *job) stepSpans(step int, start, end time.Time, ranks []rankStep, withCollectives bool) []ptrace.Traces {
-	var out []ptrace.Traces
-	td := ptrace.NewTraces()
-	for _, r := range ranks {
-		nd := j.nodes[r.node]
+// them (docs/training-scripts.md), one batch per node, leaving out the
+// ranks of silent nodes.
+func (j *job) stepSpans(step int, start, end time.Time, ranks []rankStep, withCollectives bool) []hostTraces {
+	var out []hostTraces
+	for _, nd := range j.nodes {
 		if nd.isSilent() {
 			continue
 		}
-		rs := td.ResourceSpans().AppendEmpty()
-		res := rs.Resource().Attributes()
-		res.PutStr("service.name", "train")
-		res.PutStr("host.name", nd.host)
-		res.PutStr("training.job.id", j.id)
-		res.PutInt("training.rank", int64(r.rank))
-		res.PutInt("training.local_rank", int64(r.gpu))
-		res.PutInt("training.world_size", int64(j.sc.Ranks()))
-		res.PutStr("gpu.uuid", j.gpuUUID(r.node, r.gpu))
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("otelcol_gpu_step")
-		sp := ss.Spans().AppendEmpty()
-		sp.SetName("train.step")
-		sp.SetKind(ptrace.SpanKindInternal)
-		sp.SetTraceID(randomTraceID())
-		sp.SetSpanID(randomSpanID())
-		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
-		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
-		a := sp.Attributes()
-		a.PutInt("iteration.step", int64(step))
-		for p, ph := range basePhases {
-			a.PutInt(ph.name, int64(r.phases[p]))
-		}
-		a.PutDouble("training.loss", r.loss)
-		if r.hasStage {
-			res.PutInt("training.pp_stage", int64(r.ppStage))
-		}
-		if withCollectives {
-			var total time.Duration
-			for _, c := range r.collectives {
-				total += c
+		td := ptrace.NewTraces()
+		for _, r := range ranks {
+			if r.node == nd.index {
+				j.appendStepSpan(td, nd, step, start, end, r, withCollectives)
 			}
-			a.PutInt("nccl.collectives.count", collectivesPerStep)
-			a.PutInt("nccl.collectives.total_ns", int64(total))
 		}
-		if td.ResourceSpans().Len() >= 256 {
-			out = append(out, td)
-			td = ptrace.NewTraces()
-		}
-	}
-	if td.ResourceSpans().Len() > 0 {
-		out = append(out, td)
+		out = append(out, hostTraces{host: nd.host, td: td})
 	}
 	return out
+}
+
+func (j *job) appendStepSpan(td ptrace.Traces, nd *node, step int, start, end time.Time, r rankStep, withCollectives bool) {
+	rs := td.ResourceSpans().AppendEmpty()
+	res := rs.Resource().Attributes()
+	res.PutStr("service.name", "train")
+	res.PutStr("host.name", nd.host)
+	res.PutStr("training.job.id", j.id)
+	res.PutInt("training.rank", int64(r.rank))
+	res.PutInt("training.local_rank", int64(r.gpu))
+	res.PutInt("training.world_size", int64(j.sc.Ranks()))
+	res.PutStr("gpu.uuid", j.gpuUUID(r.node, r.gpu))
+	if r.hasStage {
+		res.PutInt("training.pp_stage", int64(r.ppStage))
+	}
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("otelcol_gpu_step")
+	sp := ss.Spans().AppendEmpty()
+	sp.SetName("train.step")
+	sp.SetKind(ptrace.SpanKindInternal)
+	sp.SetTraceID(randomTraceID())
+	sp.SetSpanID(randomSpanID())
+	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+	a := sp.Attributes()
+	a.PutInt("iteration.step", int64(step))
+	for p, ph := range basePhases {
+		a.PutInt(ph.name, int64(r.phases[p]))
+	}
+	a.PutDouble("training.loss", r.loss)
+	if withCollectives {
+		var total time.Duration
+		for _, c := range r.collectives {
+			total += c
+		}
+		a.PutInt("nccl.collectives.count", collectivesPerStep)
+		a.PutInt("nccl.collectives.total_ns", int64(total))
+	}
 }
 
 func randomTraceID() pcommon.TraceID {
@@ -425,17 +510,18 @@ func randomSpanID() pcommon.SpanID {
 // otlpSender posts traces to the collector's OTLP/HTTP receiver, as the
 // training SDK does.
 type otlpSender struct {
-	url    string
+	url    func(host string) string
 	client *http.Client
 }
 
-func (s *otlpSender) send(ctx context.Context, batches []ptrace.Traces) error {
-	for _, td := range batches {
+func (s *otlpSender) send(ctx context.Context, batches []hostTraces) error {
+	for _, ht := range batches {
+		td := ht.td
 		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 		if err != nil {
 			return fmt.Errorf("testbed: encoding step spans: %w", err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url(ht.host), bytes.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("testbed: %w", err)
 		}
@@ -463,4 +549,26 @@ func median(ds []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// remapNodes moves the injection and the expectations onto the scenario's
+// nodes when a run shrinks the job (node n becomes n mod Nodes).
+func (sc *Scenario) remapNodes() {
+	if sc.Inject != nil {
+		in := *sc.Inject
+		in.Node %= sc.Nodes
+		sc.Inject = &in
+	}
+	remap := func(es []Expectation) []Expectation {
+		out := make([]Expectation, len(es))
+		for i, e := range es {
+			if e.Node != nil {
+				n := *e.Node % sc.Nodes
+				e.Node = &n
+			}
+			out[i] = e
+		}
+		return out
+	}
+	sc.Expect, sc.Allow = remap(sc.Expect), remap(sc.Allow)
 }

@@ -1,0 +1,210 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+)
+
+// The detection suite end to end: the testbed's simulated nodes (dcgm-
+// exporter pages, sysfs trees, flight-recorder dumps, step spans) read by
+// one real agent binary per node, Kafka between them and the real gateway
+// binary, and the fault records read back from the gpu_faults topic. Jobs
+// are 16 ranks (2 nodes) here so that six agents fit on a CI machine: a
+// compute straggler, an NVLink degradation and a healthy job.
+func TestDetectionThroughTheBinaries(t *testing.T) {
+	root := repoRoot(t)
+	agentBin := binary(t, "otelcol-gpu-agent")
+	gatewayBin := binary(t, "otelcol-gpu-gateway")
+	brokerBin := buildBroker(t)
+	prom := startPrometheus(t)
+
+	opts := testbed.DefaultOptions()
+	opts.Ranks = 16
+	opts.Scenarios = []string{"compute_straggler", "nvlink_degradation", "healthy"}
+	opts.Logger = zaptest.NewLogger(t)
+	cluster, err := testbed.NewCluster(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	t.Logf("seed %d", cluster.Seed())
+
+	brokerAddr := freeAddr(t)
+	broker := startProcess(t, "kfakebroker", nil, brokerBin,
+		"-listen", brokerAddr, "-advertise", brokerAddr,
+		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3")
+	all := []*process{broker, prom.proc}
+
+	loki := newLogSink(t) // Loki's OTLP endpoint: accepts and drops
+	gwHealth := freeAddr(t)
+	gateway := startProcess(t, "gateway", []string{
+		"KAFKA_BROKERS=" + brokerAddr,
+		"PROMETHEUS_REMOTE_WRITE_URL=" + prom.writeURL(),
+		"LOKI_OTLP_ENDPOINT=" + loki,
+		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
+		"STRAGGLER_DECISION_WAIT=1500ms",
+		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
+		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
+	all = append(all, gateway)
+	waitHTTP(t, "http://"+gwHealth+"/", gateway)
+
+	otlpURL := map[string]string{}
+	for _, n := range cluster.Nodes() {
+		health, httpAddr := freeAddr(t), freeAddr(t)
+		agent := startProcess(t, "agent-"+n.Host, []string{
+			"KAFKA_BROKERS=" + brokerAddr,
+			"OTELCOL_GPU_HOST_NAME=" + n.Host,
+			"TRAINING_JOB_ID=" + n.JobID,
+			"GPU_SOURCE=exporter",
+			"DCGM_ENDPOINT=" + n.PageURL,
+			"GPU_KMSG=false",
+			"GPU_COLLECTION_INTERVAL=1s",
+			"GPU_PROFILING_INTERVAL=1s",
+			"IB_COLLECTION_INTERVAL=1s",
+			"SYSFS_ROOT=" + n.SysfsRoot,
+			"NCCL_FR_DIR=" + n.FRDir,
+			"NCCL_FR_SETTLE_TIME=100ms",
+			"NCCL_INSPECTOR_DIR=" + t.TempDir(),
+			"STEPSPAN_COLLECTIVE_WAIT=1500ms",
+			"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
+			"OTLP_GRPC_ENDPOINT=" + freeAddr(t),
+			"OTLP_HTTP_ENDPOINT=" + httpAddr,
+			"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
+			"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+		}, agentBin, "--config", filepath.Join(root, "distributions", "agent", "config.yaml"))
+		all = append(all, agent)
+		waitHTTP(t, "http://"+health+"/", agent)
+		otlpURL[n.Host] = "http://" + httpAddr + "/v1/traces"
+	}
+
+	faults := consumeFaults(t, brokerAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := cluster.Drive(ctx, func(host string) string { return otlpURL[host] }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Second) // records of the last steps: decision, correlation, Kafka
+	records, arrivals := faults.snapshot()
+	rep := cluster.Score(records, arrivals)
+	var b strings.Builder
+	rep.Write(&b)
+	t.Logf("fault records on gpu_faults: %d\n%s", len(records), b.String())
+
+	for _, s := range rep.Scenarios {
+		if s.HardNegative && len(s.Opened) > 0 {
+			t.Errorf("hard negative %s opened %v", s.Name, s.Opened)
+		}
+		if len(s.FalsePositives) > 0 {
+			t.Errorf("%s: false positives %v", s.Name, s.FalsePositives)
+		}
+		for i, d := range s.Found {
+			if d < 0 {
+				t.Errorf("%s: expectation %d never opened", s.Name, i)
+			}
+		}
+	}
+	if len(rep.Unattributed) > 0 {
+		t.Errorf("records naming no simulated node: %v", rep.Unattributed)
+	}
+	if t.Failed() {
+		for _, p := range all {
+			p.dumpLog(t, 30)
+		}
+	}
+}
+
+// newLogSink serves an OTLP/HTTP logs endpoint that accepts everything (a
+// stand-in for Loki, whose absence would stall the gateway's fault
+// pipeline) and returns its base URL.
+func newLogSink(t *testing.T) string {
+	addr := freeAddr(t)
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = srv.ListenAndServe() }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + addr + "/otlp"
+}
+
+// faultConsumer reads the gpu_faults topic (OTLP protobuf logs) from the
+// beginning, as a downstream consumer of fault records would.
+type faultConsumer struct {
+	mu       sync.Mutex
+	records  []fault.Record
+	arrivals []time.Time
+}
+
+func consumeFaults(t *testing.T, broker string) *faultConsumer {
+	client, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("gpu_faults"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &faultConsumer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var un plog.ProtoUnmarshaler
+		for ctx.Err() == nil {
+			fetches := client.PollFetches(ctx)
+			now := time.Now()
+			fetches.EachRecord(func(r *kgo.Record) {
+				ld, err := un.UnmarshalLogs(r.Value)
+				if err != nil {
+					t.Errorf("gpu_faults: a message that is not OTLP logs: %v", err)
+					return
+				}
+				fc.add(ld, now, t)
+			})
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		client.Close()
+	})
+	return fc
+}
+
+func (fc *faultConsumer) add(ld plog.Logs, at time.Time, t *testing.T) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	for i := 0; i < ld.ResourceLogs().Len(); i++ {
+		sls := ld.ResourceLogs().At(i).ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			lrs := sls.At(j).LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				r, err := fault.FromLogRecord(lrs.At(k))
+				if err != nil {
+					t.Errorf("gpu_faults: %v", err)
+					continue
+				}
+				fc.records = append(fc.records, r)
+				fc.arrivals = append(fc.arrivals, at)
+			}
+		}
+	}
+}
+
+func (fc *faultConsumer) snapshot() ([]fault.Record, []time.Time) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return append([]fault.Record(nil), fc.records...), append([]time.Time(nil), fc.arrivals...)
+}
