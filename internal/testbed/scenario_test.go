@@ -68,6 +68,7 @@ func TestScore(t *testing.T) {
 		rec("d", fault.TypeGPUThermal, fault.EntityGPU, jobs[1].gpuUUID(0, 0), time.Second),     // on the hard negative
 		rec("e", fault.TypeNodeSilent, fault.EntityNode, "elsewhere", time.Second),              // nobody's
 	}
+	records[2].record.Evidence = []fault.Evidence{{Signal: "straggler.verdict", Text: "straggler.compute", Time: onset.Add(2500 * time.Millisecond)}}
 	rep := score(Options{StepPeriod: time.Second}, jobs, []time.Time{onset, {}}, records)
 	byType := map[fault.Type]TypeResult{}
 	for _, tr := range rep.Types {
@@ -80,6 +81,7 @@ func TestScore(t *testing.T) {
 	assert.Equal(t, 1, th.FalsePositives)
 	assert.InDelta(t, 0.5, th.Precision(), 1e-9)
 	sc2 := byType[fault.TypeStragglerCompute]
+	assert.Empty(t, sc2.StepsToConfirm, "an allowed record is not a detection")
 	assert.Equal(t, 2, sc2.Opened)
 	assert.Equal(t, 1, sc2.FalsePositives)
 	assert.Equal(t, 1, byType[fault.TypeNodeSilent].FalsePositives)
@@ -89,8 +91,18 @@ func TestScore(t *testing.T) {
 
 	var b strings.Builder
 	rep.Write(&b)
-	assert.Contains(t, b.String(), "| gpu.thermal | 1 | 1 | 1.00 | 2 | 1 | 0.50 |")
+	assert.Contains(t, b.String(), "| gpu.thermal | 1 | 1 | 1.00 | 2 | 1 | 0.50 | 4.0 s, 4.0 s | - |")
 	total := NewTotals()
 	total.Add(rep)
 	assert.False(t, total.Meets(0.95))
+}
+
+func TestStepsToConfirm(t *testing.T) {
+	onset := time.Unix(1000, 0)
+	r := fault.Record{Evidence: []fault.Evidence{
+		{Signal: "gpu.nvlink.errors{error.type=crc_flit}", Value: 300, Time: onset.Add(time.Second)},
+		{Signal: "straggler.verdict", Text: "straggler.compute", Time: onset.Add(2500 * time.Millisecond)},
+	}}
+	assert.Equal(t, 3, stepsToConfirm(r, onset, time.Second))
+	assert.Equal(t, 0, stepsToConfirm(fault.Record{}, onset, time.Second))
 }

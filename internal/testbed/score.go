@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,6 +49,10 @@ type TypeResult struct {
 	Opened         int // distinct open records of the type
 	FalsePositives int
 	TimesToOpen    []time.Duration
+	// StepsToConfirm, for verdicts confirmed on step spans (stragglers):
+	// the steps from onset to the step whose verdict opened the fault
+	// (1 = the onset step itself), independent of pipeline latency.
+	StepsToConfirm []int
 }
 
 // Precision is (opened - false positives) / opened; 1 when none opened.
@@ -118,15 +123,19 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 		for _, e := range j.sc.Expect {
 			tr := typ(e.Type)
 			tr.Expected++
-			delay := time.Duration(-1)
+			delay, confirm := time.Duration(-1), 0
 			for _, c := range perJob[i] {
 				if j.matches(e, c.record) && (delay < 0 || c.at.Sub(onsets[i]) < delay) {
 					delay = max(c.at.Sub(onsets[i]), 0)
+					confirm = stepsToConfirm(c.record, onsets[i], opts.StepPeriod)
 				}
 			}
 			if delay >= 0 {
 				tr.Detected++
 				tr.TimesToOpen = append(tr.TimesToOpen, delay)
+				if confirm > 0 {
+					tr.StepsToConfirm = append(tr.StepsToConfirm, confirm)
+				}
 			}
 			res.Found = append(res.Found, delay)
 		}
@@ -156,6 +165,17 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 	}
 	sort.Slice(rep.Types, func(a, b int) bool { return rep.Types[a].Type < rep.Types[b].Type })
 	return rep
+}
+
+// stepsToConfirm reads the step of the straggler verdict that opened r from
+// its evidence (the verdict span ends with its step); 0 without one.
+func stepsToConfirm(r fault.Record, onset time.Time, period time.Duration) int {
+	for _, ev := range r.Evidence {
+		if ev.Signal == "straggler.verdict" && !ev.Time.IsZero() && period > 0 {
+			return int(math.Ceil(float64(ev.Time.Sub(onset)) / float64(period)))
+		}
+	}
+	return 0
 }
 
 func attribute(r fault.Record, byJob, byHost, byGPU map[string]int) (int, bool) {
@@ -283,6 +303,7 @@ func (t *Totals) Add(rep *Report) {
 		acc.Opened += tr.Opened
 		acc.FalsePositives += tr.FalsePositives
 		acc.TimesToOpen = append(acc.TimesToOpen, tr.TimesToOpen...)
+		acc.StepsToConfirm = append(acc.StepsToConfirm, tr.StepsToConfirm...)
 	}
 	for _, s := range rep.Scenarios {
 		if s.HardNegative {
@@ -316,8 +337,8 @@ func (t *Totals) Write(w io.Writer) {
 
 // writeTypes prints the per-type table.
 func (rep *Report) writeTypes(w io.Writer) {
-	fmt.Fprintln(w, "| fault type | expected | detected | recall | opened | false positives | precision | time to open: median, max |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| fault type | expected | detected | recall | opened | false positives | precision | onset to open record: median, max | steps to confirm: max |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, t := range rep.Types {
 		ds := make([]float64, len(t.TimesToOpen))
 		for i, d := range t.TimesToOpen {
@@ -325,10 +346,14 @@ func (rep *Report) writeTypes(w io.Writer) {
 		}
 		timing := "-"
 		if len(ds) > 0 {
-			timing = fmt.Sprintf("%.1f s, %.1f s (%.1f steps)", median(ds), slices.Max(ds), slices.Max(ds)/rep.StepPeriod.Seconds())
+			timing = fmt.Sprintf("%.1f s, %.1f s", median(ds), slices.Max(ds))
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %d | %d | %.2f | %s |\n",
-			t.Type, t.Expected, t.Detected, t.Recall(), t.Opened, t.FalsePositives, t.Precision(), timing)
+		confirm := "-"
+		if len(t.StepsToConfirm) > 0 {
+			confirm = strconv.Itoa(slices.Max(t.StepsToConfirm))
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %d | %d | %.2f | %s | %s |\n",
+			t.Type, t.Expected, t.Detected, t.Recall(), t.Opened, t.FalsePositives, t.Precision(), timing, confirm)
 	}
 	fmt.Fprintln(w)
 }
