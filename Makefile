@@ -75,7 +75,7 @@ unit-test:
 # The end-to-end test runs the real binaries against a Kafka-protocol broker
 # (kfake), a real Prometheus and kcat; it needs the Debian packages below.
 e2e-test: build e2e-deps
-	$(GO) test -tags e2e -count=1 -v -timeout 20m ./test/e2e/... ./internal/testbed/...
+	$(GO) test -p 1 -tags e2e -count=1 -v -timeout 30m ./test/e2e/... ./internal/testbed/...
 
 e2e-deps:
 	@missing=""; for p in $(E2E_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
