@@ -56,7 +56,7 @@ func newNode(j *job, n int) *node {
 		host:  j.hostName(n),
 		gpus:  make([]gpuState, j.sc.GPUsPerNode),
 		port:  portState{up: true},
-		rng:   rand.New(rand.NewPCG(j.seed, uint64(n)+1)),
+		rng:   rand.New(rand.NewPCG(j.seed^hashSeed(j.sc.Name), uint64(n)+1)),
 		fr:    map[int][]frEntry{},
 	}
 	for g := range nd.gpus {

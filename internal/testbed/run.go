@@ -170,8 +170,10 @@ func NewCluster(opts Options) (*Cluster, error) {
 	}
 	runID := strconv.FormatUint(opts.Seed%100000, 10)
 	mux := http.NewServeMux()
-	for i, sc := range selected {
-		j := newJob(sc, runID, opts.Seed+uint64(i)*0x9e3779b97f4a7c15)
+	for _, sc := range selected {
+		// A job's randomness depends on the seed and its scenario only, so
+		// one scenario run alone with the same seed draws the same numbers.
+		j := newJob(sc, runID, opts.Seed)
 		for _, nd := range j.nodes {
 			nd.sysfsRoot = filepath.Join(c.dir, nd.host, "sys")
 			if !opts.lightInputs() {

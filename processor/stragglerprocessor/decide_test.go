@@ -28,9 +28,11 @@ func TestSignal(t *testing.T) {
 		attrs         map[string]any
 		compute, wait time.Duration
 	}{
-		{"phases sum, dataload included", 2 * time.Second, map[string]any{
+		{"model phases sum, dataload left out", 2 * time.Second, map[string]any{
 			"training.phase.dataload_ns": 100, "training.phase.forward_ns": 200, "training.phase.backward_ns": 300,
-			"training.phase.optimizer_ns": 400, "nccl.collectives.total_ns": 50}, 1000, 50},
+			"training.phase.optimizer_ns": 400, "nccl.collectives.total_ns": 50}, 900, 50},
+		{"dataload alone is no phase", 2 * time.Second, map[string]any{
+			"training.phase.dataload_ns": int64(time.Second), "nccl.collectives.total_ns": int64(500 * time.Millisecond)}, 1500 * time.Millisecond, 500 * time.Millisecond},
 		{"no phases: duration less collectives", 2 * time.Second, map[string]any{"nccl.collectives.total_ns": int64(500 * time.Millisecond)},
 			1500 * time.Millisecond, 500 * time.Millisecond},
 		{"nothing: duration", 2 * time.Second, map[string]any{}, 2 * time.Second, 0},

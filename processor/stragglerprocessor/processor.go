@@ -64,12 +64,13 @@ const (
 	internedPerHeldRank = 2
 )
 
-// phaseAttrs are the phase durations whose sum is a rank's compute time.
-// The data-loading phase counts: a rank whose input pipeline is slow holds
-// every peer back just as a slow GPU does, and it is the rank's own time,
-// not time spent waiting for peers.
+// phaseAttrs are the phase durations whose sum is a rank's compute time:
+// the model's own work. Data loading is left out: an input stall is a
+// storage or loader problem, not a slow GPU or host to cordon, and single
+// data-loader hiccups on random ranks (common in healthy jobs) would
+// otherwise add up to false compute verdicts. The data-load share is
+// reported per job by the stepmetrics connector.
 var phaseAttrs = [...]string{
-	"training.phase.dataload_ns",
 	"training.phase.forward_ns",
 	"training.phase.backward_ns",
 	"training.phase.optimizer_ns",
