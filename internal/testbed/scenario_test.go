@@ -101,7 +101,7 @@ func TestStepsToConfirm(t *testing.T) {
 	onset := time.Unix(1000, 0)
 	r := fault.Record{Evidence: []fault.Evidence{
 		{Signal: "gpu.nvlink.errors{error.type=crc_flit}", Value: 300, Time: onset.Add(time.Second)},
-		{Signal: "straggler.verdict", Text: "straggler.compute", Time: onset.Add(2500 * time.Millisecond)},
+		{Signal: "straggler.verdict", Text: "straggler.compute", Time: onset.Add(3100 * time.Millisecond)},
 	}}
 	assert.Equal(t, 3, stepsToConfirm(r, onset, time.Second))
 	assert.Equal(t, 0, stepsToConfirm(fault.Record{}, onset, time.Second))

@@ -172,7 +172,9 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 func stepsToConfirm(r fault.Record, onset time.Time, period time.Duration) int {
 	for _, ev := range r.Evidence {
 		if ev.Signal == "straggler.verdict" && !ev.Time.IsZero() && period > 0 {
-			return int(math.Ceil(float64(ev.Time.Sub(onset)) / float64(period)))
+			// the verdict span ends with its step: step k after the onset ends
+			// (k+1) periods after it
+			return int(math.Round(float64(ev.Time.Sub(onset)) / float64(period)))
 		}
 	}
 	return 0
