@@ -25,9 +25,10 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 GO_SOURCES := $(shell find receiver processor exporter connector extension internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
 BINARIES := bin/otelcol-gpu bin/otelcol-gpu-agent bin/otelcol-gpu-gateway
-E2E_PACKAGES := prometheus kcat
+# Debian packages the tests use, as command:package.
+TEST_DEPS := prometheus:prometheus kcat:kcat slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client slurmrestd:slurmrestd
 
-.PHONY: build tools run test unit-test e2e-test e2e-deps lint fmt clean fuzz bench detection soak
+.PHONY: build tools run test unit-test platform-test envtest-bin e2e-test e2e-deps lint fmt clean fuzz bench detection soak
 
 build: $(BINARIES)
 
@@ -67,10 +68,19 @@ run: bin/otelcol-gpu
 	OTELCOL_GPU_DEBUG_VERBOSITY=$${OTELCOL_GPU_DEBUG_VERBOSITY:-detailed} \
 	./bin/otelcol-gpu --config distributions/otelcol-gpu/config.yaml
 
-test: unit-test e2e-test
+test: unit-test platform-test e2e-test
 
 unit-test:
 	$(GO) test -race -count=1 ./...
+
+# The remediation platforms against real servers: a kube-apiserver and etcd
+# built from the module proxy (tools/envtest, kept in .tools/envtest-bin)
+# and a Slurm controller with slurmd daemons from Debian.
+platform-test: envtest-bin e2e-deps
+	$(GO) test -race -count=1 -timeout 20m -tags envtest,slurm ./exporter/...
+
+envtest-bin:
+	tools/envtest/build.sh
 
 # The end-to-end test runs the real binaries against a Kafka-protocol broker
 # (kfake), a real Prometheus and kcat; it needs the Debian packages below.
@@ -78,11 +88,11 @@ e2e-test: build e2e-deps
 	$(GO) test -p 1 -tags e2e -count=1 -v -timeout 30m ./test/e2e/... ./internal/testbed/...
 
 e2e-deps:
-	@missing=""; for p in $(E2E_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	@missing=""; for d in $(TEST_DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing (Debian packages the end-to-end test uses)"; \
+	  echo "installing$$missing (Debian packages the tests use)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(E2E_PACKAGES); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	  $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
@@ -90,6 +100,7 @@ lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/... ./internal/testbed/...
+	$(GO) vet -tags envtest,slurm ./exporter/...
 	$(STATICCHECK) ./...
 
 fmt:

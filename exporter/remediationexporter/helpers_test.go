@@ -1,0 +1,366 @@
+package remediationexporter
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// memPlatform is an in-memory platform behind the actuator seam: enough to
+// test the exporter's decisions. The real platforms are tested against real
+// servers in their own packages.
+type memPlatform struct {
+	mu          sync.Mutex
+	name        string
+	quarantines []actuator.Request
+	releases    []actuator.Request
+	failNext    int              // the next calls fail with an error
+	outcome     actuator.Outcome // of Quarantine; "" = Applied
+	calledAt    []time.Time      // for the benchmark
+	block       chan struct{}    // when set, Quarantine waits on it
+	entered     chan struct{}    // signalled when Quarantine is entered
+	breaker     *memBreaker
+}
+
+func newMemPlatform(budget int) *memPlatform {
+	return &memPlatform{name: "kubernetes", breaker: &memBreaker{budget: budget, nodes: map[string]bool{}}}
+}
+
+func (p *memPlatform) Name() string { return p.name }
+
+func (p *memPlatform) Quarantine(ctx context.Context, req actuator.Request) (actuator.Result, error) {
+	now := time.Now()
+	if p.entered != nil {
+		p.entered <- struct{}{}
+	}
+	if p.block != nil {
+		select {
+		case <-p.block:
+		case <-ctx.Done():
+			return actuator.Result{}, ctx.Err()
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calledAt = append(p.calledAt, now)
+	if p.failNext > 0 {
+		p.failNext--
+		return actuator.Result{}, errAPIServerDown
+	}
+	p.quarantines = append(p.quarantines, req)
+	if p.outcome != "" {
+		return actuator.Result{Outcome: p.outcome, Detail: "test"}, nil
+	}
+	return actuator.Result{Outcome: actuator.Applied, Detail: "cordoned"}, nil
+}
+
+func (p *memPlatform) Release(_ context.Context, req actuator.Request) (actuator.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releases = append(p.releases, req)
+	return actuator.Result{Outcome: actuator.Applied, Detail: "uncordoned"}, nil
+}
+
+func (p *memPlatform) Breaker() actuator.Breaker { return p.breaker }
+
+func (p *memPlatform) counts() (q, r int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.quarantines), len(p.releases)
+}
+
+var errAPIServerDown = &apiError{}
+
+type apiError struct{}
+
+func (*apiError) Error() string { return "connection refused" }
+
+type memBreaker struct {
+	mu      sync.Mutex
+	budget  int
+	nodes   map[string]bool
+	tripped bool
+}
+
+func (b *memBreaker) Admit(_ context.Context, node string, _ time.Time) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.nodes[node] {
+		return true, nil
+	}
+	if b.tripped || len(b.nodes) >= b.budget {
+		b.tripped = true
+		return false, nil
+	}
+	b.nodes[node] = true
+	return true, nil
+}
+
+func (b *memBreaker) Tripped(context.Context) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tripped, nil
+}
+
+func (b *memBreaker) Reset(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tripped, b.nodes = false, map[string]bool{}
+	return nil
+}
+
+type flagLeader struct {
+	mu     sync.Mutex
+	leader bool
+}
+
+func (l *flagLeader) IsLeader() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leader
+}
+
+func (l *flagLeader) set(v bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leader = v
+}
+
+// fakeClock fires AfterFunc callbacks when the test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+	fired   bool
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2025, 3, 14, 9, 30, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if t.fired || t.stopped {
+			return false
+		}
+		t.stopped = true
+		return true
+	}
+}
+
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.fired && !t.stopped {
+			n++
+		}
+	}
+	return n
+}
+
+// Advance moves time on and runs the callbacks that came due, in the
+// caller's goroutine.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	for _, t := range c.timers {
+		if !t.fired && !t.stopped && !t.at.After(c.now) {
+			t.fired = true
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// hook is a webhook receiver that checks every signature.
+type hook struct {
+	mu       sync.Mutex
+	payloads []webhook.Payload
+	badSigs  int
+	fail     int
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ts := req.Header.Get(webhook.HeaderTimestamp)
+	if webhook.Sign([]byte(testSecret), ts, body) != req.Header.Get(webhook.HeaderSignature) {
+		h.badSigs++
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if h.fail > 0 {
+		h.fail--
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	var p webhook.Payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	h.payloads = append(h.payloads, p)
+}
+
+func (h *hook) got() []webhook.Payload {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]webhook.Payload(nil), h.payloads...)
+}
+
+const testSecret = "hook-secret"
+
+type harness struct {
+	t        *testing.T
+	exp      *remediationExporter
+	platform *memPlatform
+	clock    *fakeClock
+	hook     *hook
+	auditLog string
+	logs     *observer.ObservedLogs
+}
+
+type harnessOpt func(*Config, *dependencies)
+
+func newHarness(t *testing.T, opts ...harnessOpt) *harness {
+	t.Helper()
+	h := &harness{t: t, platform: newMemPlatform(1000), clock: newFakeClock(), hook: &hook{}}
+	srv := httptest.NewServer(h.hook)
+	t.Cleanup(srv.Close)
+	cfg := createDefaultConfig().(*Config)
+	cfg.DryRun = false
+	cfg.Webhook.Endpoint = srv.URL
+	cfg.Webhook.Secret = testSecret
+	h.auditLog = filepath.Join(t.TempDir(), "audit.jsonl")
+	cfg.AuditFile = h.auditLog
+	deps := dependencies{platform: h.platform, clock: h.clock, sleep: func(context.Context, time.Duration) error { return nil }}
+	for _, o := range opts {
+		o(cfg, &deps)
+	}
+	require.NoError(t, cfg.Validate())
+	core, logs := observer.New(zapcore.InfoLevel)
+	h.logs = logs
+	set := componenttest.NewNopTelemetrySettings()
+	set.Logger = zap.New(core)
+	exp, err := newRemediationExporter(cfg, set, deps)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	h.exp = exp
+	return h
+}
+
+func (h *harness) consume(recs ...fault.Record) error {
+	return h.exp.ConsumeLogs(context.Background(), logsOf(CorrelatorScopeName, recs...))
+}
+
+func (h *harness) audit() []audit.Entry {
+	h.t.Helper()
+	b, err := os.ReadFile(h.auditLog)
+	require.NoError(h.t, err)
+	var out []audit.Entry
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var e audit.Entry
+		require.NoError(h.t, json.Unmarshal([]byte(line), &e), line)
+		out = append(out, e)
+	}
+	return out
+}
+
+// auditFor returns the entries of one step with one decision.
+func (h *harness) auditFor(step, decision string) []audit.Entry {
+	var out []audit.Entry
+	for _, e := range h.audit() {
+		if e.Step == step && e.Decision == decision {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func logsOf(scope string, recs ...fault.Record) plog.Logs {
+	ld := plog.NewLogs()
+	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
+	sl.Scope().SetName(scope)
+	for _, r := range recs {
+		r.ToLogRecord(sl.LogRecords().AppendEmpty())
+	}
+	return ld
+}
+
+// faultOn builds a record of typ on node (one GPU), with a stable id.
+func faultOn(typ fault.Type, sev fault.Severity, node string, state fault.State) fault.Record {
+	onset := time.Date(2025, 3, 14, 9, 26, 40, 0, time.UTC)
+	r := fault.Record{
+		Type: typ, State: state, Severity: sev, Confidence: 0.9, Rule: "test_rule", Action: fault.ActionCordon,
+		BlastRadius: fault.BlastGPU, Entity: fault.Entity{Kind: fault.EntityGPU, Key: "GPU-" + node + "-5"},
+		HostName: node, GPUUUID: "GPU-" + node + "-5", JobID: "llama-70b", FirstSeen: onset, LastSeen: onset.Add(35 * time.Second),
+		Summary: string(typ) + " on " + node,
+	}
+	switch typ {
+	case fault.TypeGPUMemoryDBE:
+		r.XID = 48
+	case fault.TypeGPUFellOffBus:
+		r.XID, r.Action = 79, fault.ActionDrain
+	}
+	r.ID = r.ComputeID(fault.DefaultBucket)
+	return r
+}
+
+func withState(r fault.Record, s fault.State) fault.Record {
+	r.State = s
+	return r
+}

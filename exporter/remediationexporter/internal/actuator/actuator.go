@@ -1,0 +1,104 @@
+// Package actuator is the seam between the remediation exporter's decision
+// logic (policy, dry-run, idempotency, cooldown, audit) and the platforms
+// that act on a node: Kubernetes and Slurm. A platform implements Platform;
+// the exporter never talks to an API server or scontrol itself.
+//
+// Every platform keeps three promises:
+//   - it never undoes or overwrites what another writer did: a node
+//     cordoned, tainted or drained by someone else is reported as
+//     SkipForeign and left alone, and updates are made against the version
+//     read (optimistic concurrency, retried on conflict), never as a blind
+//     replace of a whole list;
+//   - it marks what it did as its own (Kubernetes labels and annotations,
+//     the Slurm reason prefix), and Release undoes only that;
+//   - the quarantine budget (Breaker) lives in the platform itself (a
+//     ConfigMap updated by compare-and-swap, or recounted from sinfo), so a
+//     restart or a second replica cannot exceed it.
+package actuator // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Action is one thing a platform can do to a node.
+type Action string
+
+// Actions. Which ones a fault gets is the exporter's policy.
+const (
+	ActionCordon    Action = "cordon"    // Kubernetes spec.unschedulable; Slurm: DRAIN
+	ActionTaint     Action = "taint"     // Kubernetes taint <key>=<fault type>
+	ActionCondition Action = "condition" // Kubernetes node condition (e.g. GPUHealthy=False)
+	ActionEvict     Action = "evict"     // Kubernetes: evict the pods using the faulty GPU
+	ActionDrain     Action = "drain"     // Slurm State=DRAIN (running jobs finish)
+)
+
+// Request names the node and the fault an action is for.
+type Request struct {
+	Node      string // Kubernetes node name or Slurm NodeName (host.name)
+	GPUUUID   string // the faulty GPU, when the fault has one
+	FaultID   string // fault.id: the idempotency key
+	FaultType string // fault.type
+	Severity  string // P1..P4
+	// Reason is the human text (Slurm Reason, condition message); the
+	// platform adds its ownership prefix.
+	Reason  string
+	Actions []Action
+}
+
+// Outcome says what a platform call did.
+type Outcome string
+
+// Outcomes.
+const (
+	Applied      Outcome = "applied"        // changed the node
+	AlreadyDone  Outcome = "already_done"   // this exporter had already done it (same fault or another of ours)
+	SkipForeign  Outcome = "skip_foreign"   // someone else cordoned/drained/tainted it: left alone
+	SkipExcluded Outcome = "skip_excluded"  // maintenance label or reservation
+	SkipNotFound Outcome = "skip_not_found" // no such node
+	NotOurs      Outcome = "not_ours"       // Release: the quarantine is not this exporter's
+)
+
+// Result is the outcome of one call, with a short detail for the audit.
+type Result struct {
+	Outcome Outcome
+	Detail  string
+}
+
+// Platform acts on nodes. Implementations are safe for concurrent use.
+type Platform interface {
+	// Name is "kubernetes" or "slurm".
+	Name() string
+	// Quarantine applies req.Actions to req.Node. A transient error (API
+	// server down) is returned as an error and the exporter retries.
+	Quarantine(ctx context.Context, req Request) (Result, error)
+	// Release undoes what this exporter did for the node (uncordon, remove
+	// its taint, reset the condition, State=RESUME) and nothing else.
+	Release(ctx context.Context, req Request) (Result, error)
+	// Breaker is the platform's cluster-wide quarantine budget.
+	Breaker() Breaker
+}
+
+// Breaker bounds how many nodes this exporter quarantines within a window.
+// Its state lives in the platform, so every replica and restart shares it.
+type Breaker interface {
+	// Admit records node as quarantined at now if the budget allows and
+	// returns true; returns false once the budget is spent, and from then on
+	// the breaker is tripped (Tripped) until Reset. A node already counted
+	// within the window is admitted again without counting twice.
+	Admit(ctx context.Context, node string, now time.Time) (admitted bool, err error)
+	// Tripped reports whether the breaker is tripped.
+	Tripped(ctx context.Context) (bool, error)
+	// Reset clears the tripped flag and the window (a human's action).
+	Reset(ctx context.Context) error
+}
+
+// Leader says whether this replica is the one active remediator.
+type Leader interface {
+	IsLeader() bool
+}
+
+// ErrConflict is returned by platforms when optimistic concurrency retries
+// ran out; the exporter retries the whole call later.
+var ErrConflict = errors.New("actuator: the node kept changing under us")

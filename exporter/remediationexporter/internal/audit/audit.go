@@ -1,0 +1,119 @@
+// Package audit records every decision of the remediation exporter (acted,
+// dry run, skipped and why, failed) as a zap log line and, when a file is
+// configured, as one JSON line appended to it and synced before the call
+// returns, so the trail survives a crash of the collector.
+package audit // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Decisions.
+const (
+	DecisionActed   = "acted"   // the platform or the webhook did it
+	DecisionDryRun  = "dry_run" // what would have been done
+	DecisionSkipped = "skipped" // nothing done; Reason says why
+	DecisionFailed  = "failed"  // tried and failed; Reason has the error
+)
+
+// Entry is one decision. Its JSON form is one line of the audit file.
+type Entry struct {
+	Time      time.Time `json:"time"`
+	Decision  string    `json:"decision"`
+	Reason    string    `json:"reason,omitempty"`
+	Step      string    `json:"step"` // quarantine, release, webhook, record
+	FaultID   string    `json:"fault.id,omitempty"`
+	FaultType string    `json:"fault.type,omitempty"`
+	State     string    `json:"fault.state,omitempty"`
+	Severity  string    `json:"fault.severity,omitempty"`
+	Node      string    `json:"node,omitempty"`
+	Platform  string    `json:"platform,omitempty"`
+	Actions   []string  `json:"actions,omitempty"`
+	Outcome   string    `json:"outcome,omitempty"` // the platform's actuator.Outcome
+	Rule      string    `json:"rule,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+}
+
+// Log writes entries. Safe for concurrent use.
+type Log struct {
+	logger *zap.Logger
+	mu     sync.Mutex
+	file   *os.File
+}
+
+// Open returns a Log that writes to logger and, when path is not empty,
+// appends to path (created with mode 0600 when missing).
+func Open(logger *zap.Logger, path string) (*Log, error) {
+	l := &Log{logger: logger}
+	if path == "" {
+		return l, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	l.file = f
+	return l, nil
+}
+
+// Record logs e and appends it to the file. A failure to write the file is
+// logged and returned; the decision itself stands.
+func (l *Log) Record(e Entry) error {
+	fields := []zap.Field{
+		zap.String("decision", e.Decision), zap.String("step", e.Step),
+		zap.String("fault.id", e.FaultID), zap.String("fault.type", e.FaultType),
+		zap.String("fault.state", e.State), zap.String("fault.severity", e.Severity),
+		zap.String("node", e.Node), zap.String("platform", e.Platform), zap.Strings("actions", e.Actions),
+		zap.String("outcome", e.Outcome), zap.String("rule", e.Rule), zap.String("reason", e.Reason),
+	}
+	if e.Attempts > 0 {
+		fields = append(fields, zap.Int("attempts", e.Attempts))
+	}
+	msg := "remediation " + e.Decision + ": " + e.Step
+	if e.Decision == DecisionFailed {
+		l.logger.Warn(msg, fields...)
+	} else {
+		l.logger.Info(msg, fields...)
+	}
+	if l.file == nil {
+		return nil
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return errors.New("audit: file closed")
+	}
+	if _, err := l.file.Write(line); err != nil {
+		l.logger.Error("audit file write failed", zap.Error(err))
+		return err
+	}
+	if err := l.file.Sync(); err != nil {
+		l.logger.Error("audit file sync failed", zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// Close closes the file; later Records only log.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	err := l.file.Close()
+	l.file = nil
+	return err
+}

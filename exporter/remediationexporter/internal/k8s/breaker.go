@@ -1,0 +1,213 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+)
+
+// breakerStateKey is the ConfigMap data key holding the JSON state.
+const breakerStateKey = "state"
+
+// breakerState is what the ConfigMap holds. Times are when a node was
+// admitted; entries older than the window no longer count.
+type breakerState struct {
+	Window    map[string]time.Time `json:"window"`
+	Tripped   bool                 `json:"tripped"`
+	TrippedAt *time.Time           `json:"tripped_at,omitempty"`
+	// TrippedBy is the node whose admission would have exceeded the budget.
+	TrippedBy string `json:"tripped_by,omitempty"`
+}
+
+// Breaker is the actuator.Breaker kept in a ConfigMap. Every change is a
+// read-modify-write whose Update carries the resourceVersion read, so two
+// replicas (or a restarted one) admitting at once cannot both spend the
+// last slot: one of them gets Conflict, re-reads and sees it spent.
+type Breaker struct {
+	client   kubernetes.Interface
+	cfg      BreakerConfig
+	selector labels.Selector // nil: nodes with nvidia.com/gpu capacity
+}
+
+var _ actuator.Breaker = (*Breaker)(nil)
+
+// NewBreaker returns a Breaker whose GPU nodes are those matching
+// gpuNodeSelector, or with nvidia.com/gpu capacity when it is empty.
+func NewBreaker(client kubernetes.Interface, cfg BreakerConfig, gpuNodeSelector string) (*Breaker, error) {
+	b := &Breaker{client: client, cfg: cfg}
+	if gpuNodeSelector != "" {
+		sel, err := labels.Parse(gpuNodeSelector)
+		if err != nil {
+			return nil, fmt.Errorf("gpu_node_selector: %w", err)
+		}
+		b.selector = sel
+	}
+	return b, nil
+}
+
+// Admit implements actuator.Breaker. A node already in the window is
+// admitted even when the breaker is tripped: it was counted, and a retried
+// quarantine of it must not be refused.
+func (b *Breaker) Admit(ctx context.Context, node string, now time.Time) (bool, error) {
+	var admitted bool
+	err := b.update(ctx, func(st *breakerState) (bool, error) {
+		pruned := st.prune(now.Add(-b.cfg.Window))
+		if _, ok := st.Window[node]; ok {
+			admitted = true
+			return pruned, nil
+		}
+		if st.Tripped {
+			admitted = false
+			return pruned, nil
+		}
+		budget, err := b.budget(ctx)
+		if err != nil {
+			return false, err
+		}
+		if len(st.Window)+1 > budget {
+			admitted = false
+			st.Tripped, st.TrippedAt, st.TrippedBy = true, &now, node
+			return true, nil
+		}
+		admitted = true
+		st.Window[node] = now
+		return true, nil
+	})
+	return admitted, err
+}
+
+// Tripped implements actuator.Breaker.
+func (b *Breaker) Tripped(ctx context.Context) (bool, error) {
+	_, st, err := b.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	return st.Tripped, nil
+}
+
+// Reset implements actuator.Breaker.
+func (b *Breaker) Reset(ctx context.Context) error {
+	return b.update(ctx, func(st *breakerState) (bool, error) {
+		*st = breakerState{Window: map[string]time.Time{}}
+		return true, nil
+	})
+}
+
+// budget is max_share of the GPU nodes, at least one.
+func (b *Breaker) budget(ctx context.Context) (int, error) {
+	opts := metav1.ListOptions{}
+	if b.selector != nil {
+		opts.LabelSelector = b.selector.String()
+	}
+	nodes, err := b.client.CoreV1().Nodes().List(ctx, opts)
+	if err != nil {
+		return 0, fmt.Errorf("count GPU nodes: %w", err)
+	}
+	gpuNodes := 0
+	for i := range nodes.Items {
+		if b.selector != nil {
+			gpuNodes++
+			continue
+		}
+		if q, ok := nodes.Items[i].Status.Capacity[resourceGPU]; ok && q.Sign() > 0 {
+			gpuNodes++
+		}
+	}
+	return breakerBudget(b.cfg.MaxShare, gpuNodes), nil
+}
+
+// breakerBudget is floor(maxShare × gpuNodes), at least 1. The epsilon
+// keeps 0.29 × 100 from flooring to 28.
+func breakerBudget(maxShare float64, gpuNodes int) int {
+	return max(1, int(math.Floor(maxShare*float64(gpuNodes)+1e-9)))
+}
+
+// update runs change on the current state and writes it back with the
+// resourceVersion read, retrying on conflict. change returns whether to
+// write.
+func (b *Breaker) update(ctx context.Context, change func(*breakerState) (bool, error)) error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		cm, st, err := b.read(ctx)
+		if err != nil {
+			return err
+		}
+		write, err := change(&st)
+		if err != nil || !write {
+			return err
+		}
+		data, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if cm == nil {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.cfg.Namespace, Name: b.cfg.Name}}
+			cm.Data = map[string]string{breakerStateKey: string(data)}
+			_, err = b.client.CoreV1().ConfigMaps(b.cfg.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				// Another replica created it first: start over from theirs.
+				return apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, b.cfg.Name, err)
+			}
+			return err
+		}
+		cm = cm.DeepCopy()
+		cm.Data = map[string]string{breakerStateKey: string(data)}
+		_, err = b.client.CoreV1().ConfigMaps(b.cfg.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("breaker %s/%s: %w", b.cfg.Namespace, b.cfg.Name, actuator.ErrConflict)
+	}
+	return err
+}
+
+// read returns the ConfigMap (nil when there is none yet) and its state.
+// A state that does not parse is an error, not an empty budget: a human
+// must look at it.
+func (b *Breaker) read(ctx context.Context) (*corev1.ConfigMap, breakerState, error) {
+	st := breakerState{Window: map[string]time.Time{}}
+	cm, err := b.client.CoreV1().ConfigMaps(b.cfg.Namespace).Get(ctx, b.cfg.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, st, nil
+	}
+	if err != nil {
+		return nil, st, fmt.Errorf("breaker %s/%s: %w", b.cfg.Namespace, b.cfg.Name, err)
+	}
+	st, err = parseBreakerState(cm.Data[breakerStateKey])
+	if err != nil {
+		return nil, st, fmt.Errorf("breaker %s/%s: %w", b.cfg.Namespace, b.cfg.Name, err)
+	}
+	return cm, st, nil
+}
+
+func parseBreakerState(data string) (breakerState, error) {
+	st := breakerState{}
+	if data != "" {
+		if err := json.Unmarshal([]byte(data), &st); err != nil {
+			return breakerState{Window: map[string]time.Time{}}, fmt.Errorf("state does not parse: %w", err)
+		}
+	}
+	if st.Window == nil {
+		st.Window = map[string]time.Time{}
+	}
+	return st, nil
+}
+
+// prune drops entries admitted before since and reports whether it did.
+func (st *breakerState) prune(since time.Time) bool {
+	n := len(st.Window)
+	maps.DeleteFunc(st.Window, func(_ string, at time.Time) bool { return at.Before(since) })
+	return len(st.Window) != n
+}

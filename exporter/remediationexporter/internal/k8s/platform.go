@@ -1,0 +1,390 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+)
+
+// conflictBackoff paces the read-modify-write retries on a node or the
+// breaker's ConfigMap. The jitter spreads replicas and concurrent writers
+// apart so they do not collide again on the next attempt.
+var conflictBackoff = wait.Backoff{Steps: 12, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 500 * time.Millisecond}
+
+// Platform is the Kubernetes actuator.Platform.
+type Platform struct {
+	client  kubernetes.Interface
+	cfg     Config
+	logger  *zap.Logger
+	breaker *Breaker
+	now     func() time.Time
+}
+
+var _ actuator.Platform = (*Platform)(nil)
+
+// New returns a Platform acting through client; cfg must be valid.
+func New(client kubernetes.Interface, cfg Config, logger *zap.Logger) (*Platform, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	breaker, err := NewBreaker(client, cfg.Breaker, cfg.GPUNodeSelector)
+	if err != nil {
+		return nil, err
+	}
+	return &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, now: time.Now}, nil
+}
+
+// Name implements actuator.Platform.
+func (*Platform) Name() string { return "kubernetes" }
+
+// Breaker implements actuator.Platform.
+func (p *Platform) Breaker() actuator.Breaker { return p.breaker }
+
+// wanted is the set of Kubernetes actions a request asks for. Drain is the
+// Slurm word for what a cordon does here: no new work, running work stays.
+type wanted struct{ cordon, taint, condition, evict bool }
+
+func wantedActions(actions []actuator.Action) wanted {
+	var w wanted
+	for _, a := range actions {
+		switch a {
+		case actuator.ActionCordon, actuator.ActionDrain:
+			w.cordon = true
+		case actuator.ActionTaint:
+			w.taint = true
+		case actuator.ActionCondition:
+			w.condition = true
+		case actuator.ActionEvict:
+			w.evict = true
+		}
+	}
+	return w
+}
+
+// Quarantine implements actuator.Platform: cordon, taint, condition and
+// eviction, each only if asked for, on a node that is not under
+// maintenance and not cordoned by someone else.
+func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuator.Result, error) {
+	if req.Node == "" {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "request names no node"}, nil
+	}
+	want := wantedActions(req.Actions)
+	if want == (wanted{}) {
+		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: "no kubernetes action requested"}, nil
+	}
+
+	var (
+		node   *corev1.Node
+		result actuator.Result
+		done   []string
+	)
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		current, err := p.client.CoreV1().Nodes().Get(ctx, req.Node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node = current.DeepCopy()
+		var changed bool
+		result, done, changed = p.planQuarantine(node, req, want)
+		if !changed {
+			return nil
+		}
+		// Update carries the resourceVersion just read: if anyone wrote
+		// the node since, the API server answers Conflict and we start over
+		// from their version, so their taints and labels survive.
+		node, err = p.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return p.apiResult(req.Node, "quarantine", err)
+	}
+	if result.Outcome != actuator.Applied && result.Outcome != actuator.AlreadyDone {
+		return result, nil
+	}
+
+	// A second fault on a node already ours keeps the condition the first
+	// one wrote; its id is on the fault-id annotation.
+	if want.condition && !(result.Outcome == actuator.AlreadyDone && conditionFalse(node, p.cfg.ConditionType)) {
+		cond := corev1.NodeCondition{
+			Type:    corev1.NodeConditionType(p.cfg.ConditionType),
+			Status:  corev1.ConditionFalse,
+			Reason:  conditionReason(req.FaultType),
+			Message: req.Reason,
+		}
+		changed, err := p.writeCondition(ctx, node, cond)
+		if err != nil {
+			return p.apiResult(req.Node, "condition", err)
+		}
+		if changed {
+			done = append(done, "condition "+p.cfg.ConditionType+"=False")
+		}
+	}
+	if want.evict {
+		detail, err := p.evictGPUPods(ctx, req.Node)
+		if err != nil {
+			return actuator.Result{}, fmt.Errorf("evict pods on node %s: %w", req.Node, err)
+		}
+		done = append(done, detail)
+	}
+	if len(done) > 0 {
+		result.Outcome = actuator.Applied
+		result.Detail = strings.Join(done, ", ")
+	}
+	return result, nil
+}
+
+// planQuarantine changes node in place and says what it did. It changes
+// nothing on a node under maintenance or cordoned by someone else.
+func (p *Platform) planQuarantine(node *corev1.Node, req actuator.Request, want wanted) (actuator.Result, []string, bool) {
+	if _, ok := node.Labels[p.cfg.MaintenanceLabel]; ok && p.cfg.MaintenanceLabel != "" {
+		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: "node has maintenance label " + p.cfg.MaintenanceLabel}, nil, false
+	}
+	if node.Spec.Unschedulable && node.Annotations[AnnotationCordonedBy] != Owner {
+		return actuator.Result{Outcome: actuator.SkipForeign, Detail: "node was cordoned by someone else"}, nil, false
+	}
+
+	var done []string
+	if want.cordon && !node.Spec.Unschedulable {
+		node.Spec.Unschedulable = true
+		setAnnotation(node, AnnotationCordonedBy, Owner)
+		done = append(done, "cordoned")
+	}
+	if want.taint {
+		taint := corev1.Taint{Key: p.cfg.TaintKey, Value: labelValue(req.FaultType), Effect: corev1.TaintEffect(p.cfg.TaintEffect)}
+		if taints, added := mergeTaint(node.Spec.Taints, taint); added {
+			node.Spec.Taints = taints
+			done = append(done, "tainted "+taint.ToString())
+		}
+	}
+
+	changed := len(done) > 0
+	if node.Labels[LabelQuarantined] != "true" {
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[LabelQuarantined] = "true"
+		changed = true
+	}
+	// Every fault holding the quarantine is recorded, so that the node is
+	// released only when the last one resolves.
+	ids := faultIDs(node.Annotations[AnnotationFaultID])
+	if req.FaultID != "" && !slices.Contains(ids, req.FaultID) {
+		setAnnotation(node, AnnotationFaultID, strings.Join(append(ids, req.FaultID), ","))
+		changed = true
+	}
+
+	if len(done) > 0 {
+		return actuator.Result{Outcome: actuator.Applied, Detail: strings.Join(done, ", ")}, done, changed
+	}
+	return actuator.Result{Outcome: actuator.AlreadyDone, Detail: "node already quarantined by " + Owner}, nil, changed
+}
+
+// Release implements actuator.Platform. It undoes only what carries this
+// exporter's marks, and only when the last fault holding the node resolves.
+// A request without a fault id (a human's release) lets go of every fault.
+func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.Result, error) {
+	if req.Node == "" {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "request names no node"}, nil
+	}
+	var (
+		node     *corev1.Node
+		result   actuator.Result
+		released bool
+	)
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		current, err := p.client.CoreV1().Nodes().Get(ctx, req.Node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node = current.DeepCopy()
+		released = false
+		if node.Labels[LabelQuarantined] != "true" {
+			result = actuator.Result{Outcome: actuator.NotOurs, Detail: "node not quarantined by " + Owner}
+			return nil
+		}
+		ids := faultIDs(node.Annotations[AnnotationFaultID])
+		if req.FaultID != "" {
+			if !slices.Contains(ids, req.FaultID) {
+				result = actuator.Result{Outcome: actuator.NotOurs, Detail: "node quarantined for fault(s) " + strings.Join(ids, ",")}
+				return nil
+			}
+			ids = slices.DeleteFunc(ids, func(id string) bool { return id == req.FaultID })
+			if len(ids) > 0 {
+				setAnnotation(node, AnnotationFaultID, strings.Join(ids, ","))
+				result = actuator.Result{Outcome: actuator.AlreadyDone, Detail: "quarantine kept for fault(s) " + strings.Join(ids, ",")}
+				node, err = p.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+				return err
+			}
+		}
+
+		var done []string
+		if node.Annotations[AnnotationCordonedBy] == Owner {
+			if node.Spec.Unschedulable {
+				node.Spec.Unschedulable = false
+				done = append(done, "uncordoned")
+			}
+			delete(node.Annotations, AnnotationCordonedBy)
+		}
+		if taints, removed := removeTaintKey(node.Spec.Taints, p.cfg.TaintKey); removed {
+			node.Spec.Taints = taints
+			done = append(done, "removed taint "+p.cfg.TaintKey)
+		}
+		delete(node.Labels, LabelQuarantined)
+		delete(node.Annotations, AnnotationFaultID)
+		result = actuator.Result{Outcome: actuator.Applied, Detail: strings.Join(append(done, "released"), ", ")}
+		released = true
+		node, err = p.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return p.apiResult(req.Node, "release", err)
+	}
+	if !released {
+		return result, nil
+	}
+	// Reset the condition only where it is there to reset.
+	for _, c := range node.Status.Conditions {
+		if string(c.Type) == p.cfg.ConditionType && c.Status != corev1.ConditionTrue {
+			cond := corev1.NodeCondition{
+				Type:    c.Type,
+				Status:  corev1.ConditionTrue,
+				Reason:  ReasonRecovered,
+				Message: strings.TrimSpace(Owner + ": released " + req.Reason),
+			}
+			if _, err := p.writeCondition(ctx, node, cond); err != nil {
+				return p.apiResult(req.Node, "condition", err)
+			}
+			result.Detail += ", condition " + p.cfg.ConditionType + "=True"
+			break
+		}
+	}
+	return result, nil
+}
+
+// writeCondition sets cond on nodes/status, starting from node and
+// re-reading it on conflict. It reports whether it wrote.
+func (p *Platform) writeCondition(ctx context.Context, node *corev1.Node, cond corev1.NodeCondition) (bool, error) {
+	var changed bool
+	first := true
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		if !first {
+			current, err := p.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			node = current
+		}
+		first = false
+		node = node.DeepCopy()
+		now := metav1.NewTime(p.now())
+		cond.LastHeartbeatTime, cond.LastTransitionTime = now, now
+		if changed = setCondition(&node.Status, cond); !changed {
+			return nil
+		}
+		_, err := p.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	return changed, err
+}
+
+// evictGPUPods evicts the pods on node that request NVIDIA GPUs through
+// the Eviction API, so disruption budgets hold. Which GPU a pod has is
+// known only to the kubelet, so every GPU pod on the node goes.
+func (p *Platform) evictGPUPods(ctx context.Context, nodeName string) (string, error) {
+	if !p.cfg.Evict {
+		return "eviction disabled", nil
+	}
+	pods, err := p.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
+	})
+	if err != nil {
+		return "", err
+	}
+	var evicted, blocked int
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !gpuRequested(pod) || pod.DeletionTimestamp != nil ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		err := p.evict(ctx, pod)
+		switch {
+		case err == nil:
+			evicted++
+		case apierrors.IsNotFound(err):
+		case apierrors.IsTooManyRequests(err):
+			// A disruption budget says not now; the pod stays, the node
+			// stays cordoned, and a human or the next fault decides.
+			blocked++
+			p.logger.Info("eviction blocked by a disruption budget", zap.String("node", nodeName), zap.String("pod", pod.Namespace+"/"+pod.Name))
+		default:
+			return "", fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	detail := fmt.Sprintf("evicted %d GPU pod(s)", evicted)
+	if blocked > 0 {
+		detail += fmt.Sprintf(", %d blocked by a disruption budget", blocked)
+	}
+	return detail, nil
+}
+
+// evict is the typed client's Evict without its retries: a disruption
+// budget answers 429 with Retry-After 10s, which client-go would retry ten
+// times, holding the fault for 100 s. A blocked pod is reported instead.
+func (p *Platform) evict(ctx context.Context, pod *corev1.Pod) error {
+	return p.client.PolicyV1().RESTClient().Post().
+		AbsPath("/api/v1").
+		Namespace(pod.Namespace).
+		Resource("pods").
+		Name(pod.Name).
+		SubResource("eviction").
+		Body(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}).
+		MaxRetries(0).
+		Do(ctx).
+		Error()
+}
+
+// apiResult turns an API error into the actuator's terms: a missing node is
+// an outcome, a conflict that kept coming back is ErrConflict, anything
+// else (API server down) is an error the exporter retries.
+func (p *Platform) apiResult(node, what string, err error) (actuator.Result, error) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "node " + node + " not found"}, nil
+	case apierrors.IsConflict(err):
+		return actuator.Result{}, fmt.Errorf("%s node %s: %w", what, node, errors.Join(actuator.ErrConflict, err))
+	default:
+		return actuator.Result{}, fmt.Errorf("%s node %s: %w", what, node, err)
+	}
+}
+
+func conditionFalse(node *corev1.Node, typ string) bool {
+	for _, c := range node.Status.Conditions {
+		if string(c.Type) == typ {
+			return c.Status == corev1.ConditionFalse
+		}
+	}
+	return false
+}
+
+func setAnnotation(node *corev1.Node, key, value string) {
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[key] = value
+}

@@ -1,0 +1,228 @@
+package slurm // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+)
+
+// maxReasonLen keeps the reason short enough for sinfo and slurmctld.
+const maxReasonLen = 200
+
+// Platform drains and resumes Slurm nodes. It is safe for concurrent use.
+type Platform struct {
+	logger    *zap.Logger
+	transport transport
+	prefix    string
+	strip     string
+	breaker   *Breaker
+	closeFn   func()
+}
+
+var _ actuator.Platform = (*Platform)(nil)
+
+// New builds the platform from a validated Config.
+func New(cfg Config, logger *zap.Logger) (*Platform, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		t       transport
+		closeFn = func() {}
+	)
+	if cfg.Slurmrestd.URL != "" {
+		rt, err := newRestTransport(cfg.Slurmrestd, cfg.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		t, closeFn = rt, rt.close
+	} else {
+		t = &scontrolTransport{path: cfg.ScontrolPath, timeout: cfg.Timeout}
+	}
+	p := newPlatform(cfg, t, logger)
+	p.closeFn = closeFn
+	return p, nil
+}
+
+func newPlatform(cfg Config, t transport, logger *zap.Logger) *Platform {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	prefix := strings.TrimSpace(cfg.ReasonPrefix)
+	return &Platform{
+		logger:    logger,
+		transport: t,
+		prefix:    prefix,
+		strip:     cfg.StripDomainSuffix,
+		breaker:   newBreaker(t, prefix, cfg.Breaker, cfg.StateFile, logger),
+		closeFn:   func() {},
+	}
+}
+
+// Name implements actuator.Platform.
+func (*Platform) Name() string { return "slurm" }
+
+// Breaker implements actuator.Platform. Quarantine does not consult it:
+// the exporter calls Admit first.
+func (p *Platform) Breaker() actuator.Breaker { return p.breaker }
+
+// Close releases idle connections to slurmrestd.
+func (p *Platform) Close() { p.closeFn() }
+
+// NodeName maps host.name to the Slurm NodeName.
+func (p *Platform) NodeName(host string) string {
+	host = strings.TrimSpace(host)
+	if p.strip != "" {
+		host = strings.TrimSuffix(host, p.strip)
+	}
+	return host
+}
+
+// ours reports whether a reason carries this exporter's prefix.
+func (p *Platform) ours(reason string) bool {
+	return strings.HasPrefix(strings.TrimSpace(reason), p.prefix)
+}
+
+// wantsDrain reports whether the request asks for something Slurm does:
+// drain (or cordon, its Kubernetes twin). No actions means drain.
+func wantsDrain(actions []actuator.Action) bool {
+	if len(actions) == 0 {
+		return true
+	}
+	for _, a := range actions {
+		if a == actuator.ActionDrain || a == actuator.ActionCordon {
+			return true
+		}
+	}
+	return false
+}
+
+// Quarantine drains req.Node with "<prefix> <fault.type> <fault.id>".
+//
+// Order of checks: unknown node; already drained by us (AlreadyDone);
+// active MAINT reservation (SkipExcluded); drained, down or failed by
+// someone else (SkipForeign); else drain. Slurm has no compare-and-swap, so
+// a drain by another writer between our read and our update would have its
+// reason replaced: the window is one scontrol round trip.
+func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuator.Result, error) {
+	if !wantsDrain(req.Actions) {
+		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: fmt.Sprintf("no Slurm action in %v", req.Actions)}, nil
+	}
+	name := p.NodeName(req.Node)
+	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: fmt.Sprintf("not a Slurm node name: %q", req.Node)}, nil
+	}
+	node, err := p.transport.node(ctx, name)
+	if errors.Is(err, errNodeNotFound) {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "no Slurm node " + name}, nil
+	}
+	if err != nil {
+		return actuator.Result{}, err
+	}
+	if node.unavailable() && p.ours(node.Reason) {
+		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: fmt.Sprintf("%s already drained: %q", name, node.Reason)}, nil
+	}
+	if resv, err := p.maintenanceReservation(ctx, name); err != nil {
+		return actuator.Result{}, err
+	} else if resv != "" {
+		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: fmt.Sprintf("%s is in maintenance reservation %s", name, resv)}, nil
+	}
+	if node.unavailable() {
+		return actuator.Result{Outcome: actuator.SkipForeign, Detail: fmt.Sprintf("%s is %s by someone else: %q", name, strings.Join(node.States, "+"), node.Reason)}, nil
+	}
+	reason := p.reason(req)
+	if err := p.transport.drain(ctx, name, reason); err != nil {
+		if errors.Is(err, errNodeNotFound) {
+			return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "no Slurm node " + name}, nil
+		}
+		return actuator.Result{}, err
+	}
+	p.logger.Debug("drained Slurm node", zap.String("node", name), zap.String("reason", reason))
+	return actuator.Result{Outcome: actuator.Applied, Detail: fmt.Sprintf("%s State=DRAIN Reason=%q", name, reason)}, nil
+}
+
+// Release resumes req.Node only when it is drained with our prefix and,
+// when req.FaultID is set, for that fault: a drain of ours for another
+// fault on the same node stays.
+func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.Result, error) {
+	name := p.NodeName(req.Node)
+	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: fmt.Sprintf("not a Slurm node name: %q", req.Node)}, nil
+	}
+	node, err := p.transport.node(ctx, name)
+	if errors.Is(err, errNodeNotFound) {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "no Slurm node " + name}, nil
+	}
+	if err != nil {
+		return actuator.Result{}, err
+	}
+	if !node.unavailable() {
+		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: fmt.Sprintf("%s is not drained (%s)", name, strings.Join(node.States, "+"))}, nil
+	}
+	if !p.ours(node.Reason) {
+		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by someone else: %q", name, node.Reason)}, nil
+	}
+	if req.FaultID != "" && !strings.Contains(node.Reason, req.FaultID) {
+		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by this exporter for another fault: %q", name, node.Reason)}, nil
+	}
+	if err := p.transport.resume(ctx, name); err != nil {
+		return actuator.Result{}, err
+	}
+	return actuator.Result{Outcome: actuator.Applied, Detail: name + " State=RESUME"}, nil
+}
+
+// maintenanceReservation names the active MAINT reservation holding node.
+func (p *Platform) maintenanceReservation(ctx context.Context, node string) (string, error) {
+	resvs, err := p.transport.reservations(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range resvs {
+		if !r.Active || !r.maintenance() {
+			continue
+		}
+		in, err := hostlistContains(r.Nodes, node)
+		if err != nil {
+			// Cannot tell: err on the side of leaving the node alone.
+			p.logger.Warn("unparsable reservation node list", zap.String("reservation", r.Name), zap.Error(err))
+			return r.Name, nil
+		}
+		if in {
+			return r.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// reason builds "<prefix> <fault.type> <fault.id>[ <text>]" on one line.
+func (p *Platform) reason(req actuator.Request) string {
+	parts := []string{p.prefix}
+	for _, s := range []string{req.FaultType, req.FaultID, req.Reason} {
+		if s = sanitize(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	r := strings.Join(parts, " ")
+	if len(r) > maxReasonLen {
+		r = strings.ToValidUTF8(r[:maxReasonLen], "")
+	}
+	return r
+}
+
+// sanitize drops control characters and double quotes (scontrol's
+// argument parser would cut the reason at them) and collapses spaces.
+func sanitize(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '"' || unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}

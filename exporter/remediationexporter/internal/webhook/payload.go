@@ -1,0 +1,103 @@
+package webhook
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// Payload is the JSON body of every webhook request (README.md shows one).
+type Payload struct {
+	// Route tells the receiver where the record goes: page (P1), chat
+	// (P2), record (P3, P4, and anything only recorded).
+	Route    string   `json:"route"`
+	Fault    Fault    `json:"fault"`
+	Decision Decision `json:"decision"`
+	// SentAt is when the exporter built the request (RFC 3339).
+	SentAt string `json:"sent_at"`
+}
+
+// Decision is what the exporter did about the record.
+type Decision struct {
+	// Request: notify, restart_app, human_approval or breaker_tripped.
+	Request string `json:"request"`
+	// Outcome: acted, dry_run, skipped or failed (the node action's).
+	Outcome string `json:"outcome"`
+	// Actions are the node actions taken (or that dry-run would take).
+	Actions  []string `json:"actions"`
+	Platform string   `json:"platform,omitempty"`
+	Node     string   `json:"node,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Rule     string   `json:"rule,omitempty"`
+	DryRun   bool     `json:"dry_run"`
+}
+
+// Fault is the fault record's fields (docs/fault-record.md), named after
+// its attributes.
+type Fault struct {
+	ID          string     `json:"fault.id"`
+	Type        string     `json:"fault.type"`
+	State       string     `json:"fault.state"`
+	Severity    string     `json:"fault.severity"`
+	Confidence  float64    `json:"fault.confidence"`
+	Rule        string     `json:"fault.rule"`
+	Action      string     `json:"fault.action"`
+	BlastRadius string     `json:"fault.blast_radius"`
+	Entity      string     `json:"fault.entity"`
+	FirstSeen   string     `json:"fault.first_seen"`
+	LastSeen    string     `json:"fault.last_seen"`
+	XID         int        `json:"gpu.xid,omitempty"`
+	HostName    string     `json:"host.name,omitempty"`
+	GPUUUID     string     `json:"gpu.uuid,omitempty"`
+	JobID       string     `json:"training.job.id,omitempty"`
+	Rank        *int64     `json:"training.rank,omitempty"`
+	Summary     string     `json:"body"`
+	Evidence    []Evidence `json:"fault.evidence"`
+}
+
+// Evidence is one item of fault.evidence.
+type Evidence struct {
+	Signal string `json:"signal"`
+	// Value is a number, or the string "NaN", "+Inf" or "-Inf" (a NaN loss
+	// is evidence too, and JSON has no number for it).
+	Value   any    `json:"value"`
+	Text    string `json:"text,omitempty"`
+	Time    string `json:"time"`
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
+}
+
+// FaultFromRecord copies r into its JSON shape.
+func FaultFromRecord(r fault.Record) Fault {
+	f := Fault{
+		ID: r.ID, Type: string(r.Type), State: string(r.State), Severity: string(r.Severity),
+		Confidence: r.Confidence, Rule: r.Rule, Action: string(r.Action), BlastRadius: string(r.BlastRadius),
+		Entity: r.Entity.String(), FirstSeen: r.FirstSeen.UTC().Format(time.RFC3339Nano),
+		LastSeen: r.LastSeen.UTC().Format(time.RFC3339Nano), XID: r.XID, HostName: r.HostName,
+		GPUUUID: r.GPUUUID, JobID: r.JobID, Summary: r.Summary, Evidence: make([]Evidence, 0, len(r.Evidence)),
+	}
+	if r.RankKnown {
+		rank := r.Rank
+		f.Rank = &rank
+	}
+	for _, ev := range r.Evidence {
+		e := Evidence{Signal: ev.Signal, Value: jsonNumber(ev.Value), Text: ev.Text, Time: ev.Time.UTC().Format(time.RFC3339Nano)}
+		if !ev.TraceID.IsEmpty() {
+			e.TraceID = ev.TraceID.String()
+		}
+		if !ev.SpanID.IsEmpty() {
+			e.SpanID = ev.SpanID.String()
+		}
+		f.Evidence = append(f.Evidence, e)
+	}
+	return f
+}
+
+func jsonNumber(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return v
+}
