@@ -44,8 +44,8 @@ type Options struct {
 	EvaluationInterval time.Duration
 	// Grace is how long the run keeps collecting records after the last step.
 	Grace time.Duration
-	// RuleOverrides are passed to the correlator's rules key (nil: the
-	// defaults of DefaultOptions).
+	// RuleOverrides are passed to the correlator's rules key; nil scales
+	// node_silent's window to 8 steps (silentRuleFor).
 	RuleOverrides []map[string]any
 	// LogLevel of the collector's own logs.
 	LogLevel string
@@ -66,15 +66,7 @@ func DefaultOptions() Options {
 		CollectiveWait:     1500 * time.Millisecond,
 		EvaluationInterval: time.Second,
 		Grace:              15 * time.Second,
-		// node.silent waits 2 minutes by default; the suite's jobs last 36 s,
-		// so its window is scaled down here and only here.
-		RuleOverrides: []map[string]any{{
-			"name": "node_silent", "description": "a node of a running job sent nothing for the window (testbed: 8s)",
-			"fault_type": "node.silent", "severity": "P2", "action": "cordon", "blast_radius": "node",
-			"confidence": 0.7, "entity": "node", "window": "8s",
-			"all": []map[string]any{{"signal": "node.heartbeat", "agg": "absent"}},
-		}},
-		LogLevel: "warn",
+		LogLevel:           "warn",
 	}
 }
 
@@ -99,7 +91,7 @@ func (o Options) withDefaults() Options {
 		o.Grace = d.Grace
 	}
 	if o.RuleOverrides == nil {
-		o.RuleOverrides = d.RuleOverrides
+		o.RuleOverrides = silentRuleFor(o.StepPeriod)
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = d.LogLevel
@@ -116,6 +108,19 @@ func (o Options) withDefaults() Options {
 		o.Seed |= 1
 	}
 	return o
+}
+
+// silentRuleFor scales node.silent to the simulated step: the default
+// window is 2 minutes, and the suite's jobs last 36 steps, so the testbed
+// (and only the testbed) uses 8 steps.
+func silentRuleFor(step time.Duration) []map[string]any {
+	window := 8 * step
+	return []map[string]any{{
+		"name": "node_silent", "description": "a node of a running job sent nothing for the window (testbed: 8 steps)",
+		"fault_type": "node.silent", "severity": "P2", "action": "cordon", "blast_radius": "node",
+		"confidence": 0.7, "entity": "node", "window": window.String(),
+		"all": []map[string]any{{"signal": "node.heartbeat", "agg": "absent"}},
+	}}
 }
 
 // lightInputs: at thousands of ranks a run cannot host a dcgm, ib and
@@ -517,25 +522,50 @@ type otlpSender struct {
 }
 
 func (s *otlpSender) send(ctx context.Context, batches []hostTraces) error {
+	// Nodes that share an endpoint (the in-process collector) share
+	// requests of up to maxSpansPerRequest spans: at 16,384 ranks one
+	// request per node would be 2,048 requests a step.
+	const maxSpansPerRequest = 1024
+	var pending ptrace.Traces
+	pendingURL := ""
+	flush := func() error {
+		if pendingURL == "" {
+			return nil
+		}
+		err := s.post(ctx, pendingURL, pending)
+		pendingURL = ""
+		return err
+	}
 	for _, ht := range batches {
-		td := ht.td
-		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
-		if err != nil {
-			return fmt.Errorf("testbed: encoding step spans: %w", err)
+		url := s.url(ht.host)
+		if url != pendingURL || pending.SpanCount()+ht.td.SpanCount() > maxSpansPerRequest {
+			if err := flush(); err != nil {
+				return err
+			}
+			pending, pendingURL = ptrace.NewTraces(), url
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url(ht.host), bytes.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("testbed: %w", err)
-		}
-		req.Header.Set("Content-Type", "application/x-protobuf")
-		resp, err := s.client.Do(req)
-		if err != nil {
-			return fmt.Errorf("testbed: sending step spans: %w", err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("testbed: sending step spans: HTTP %d", resp.StatusCode)
-		}
+		ht.td.ResourceSpans().MoveAndAppendTo(pending.ResourceSpans())
+	}
+	return flush()
+}
+
+func (s *otlpSender) post(ctx context.Context, url string, td ptrace.Traces) error {
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		return fmt.Errorf("testbed: encoding step spans: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("testbed: sending step spans: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("testbed: sending step spans: HTTP %d", resp.StatusCode)
 	}
 	return nil
 }
