@@ -302,3 +302,25 @@ func parseHex(s string, n int) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// FromLogs parses every log record of ld as a fault record, in order; the
+// records that do not parse come back as errors instead.
+func FromLogs(ld plog.Logs) ([]Record, []error) {
+	var out []Record
+	var errs []error
+	for i := 0; i < ld.ResourceLogs().Len(); i++ {
+		sls := ld.ResourceLogs().At(i).ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			lrs := sls.At(j).LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				r, err := FromLogRecord(lrs.At(k))
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				out = append(out, r)
+			}
+		}
+	}
+	return out, errs
+}

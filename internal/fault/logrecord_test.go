@@ -124,3 +124,20 @@ func TestFromLogRecordRejectsMalformed(t *testing.T) {
 	_, err := FromLogRecord(lr)
 	assert.NoError(t, err)
 }
+
+func TestFromLogs(t *testing.T) {
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	r := Record{ID: "a07573c9c14f1fae", Type: TypeGPUThermal, State: StateOpen, Severity: SeverityP2, Confidence: 0.8,
+		Rule: "thermal_throttling", Action: ActionNone, BlastRadius: BlastGPU,
+		Entity: Entity{Kind: EntityGPU, Key: "GPU-1"}, FirstSeen: time.Unix(100, 0).UTC(), LastSeen: time.Unix(160, 0).UTC()}
+	r.ToLogRecord(lrs.AppendEmpty())
+	lrs.AppendEmpty().Body().SetStr("not a fault record")
+	got, errs := FromLogs(ld)
+	if len(got) != 1 || got[0].ID != r.ID || got[0].Type != r.Type {
+		t.Fatalf("FromLogs = %+v, want the one record", got)
+	}
+	if len(errs) != 1 {
+		t.Fatalf("errors = %v, want one for the plain log record", errs)
+	}
+}

@@ -51,22 +51,13 @@ type capture struct {
 
 func (c *capture) ConsumeLogs(_ context.Context, ld plog.Logs) error {
 	now := time.Now()
+	records, errs := fault.FromLogs(ld)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i := 0; i < ld.ResourceLogs().Len(); i++ {
-		sls := ld.ResourceLogs().At(i).ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			lrs := sls.At(j).LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				r, err := fault.FromLogRecord(lrs.At(k))
-				if err != nil {
-					c.bad = append(c.bad, err)
-					continue
-				}
-				c.records = append(c.records, captured{record: r, at: now})
-			}
-		}
+	for _, r := range records {
+		c.records = append(c.records, captured{record: r, at: now})
 	}
+	c.bad = append(c.bad, errs...)
 	return nil
 }
 

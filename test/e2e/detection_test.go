@@ -184,22 +184,15 @@ func consumeFaults(t *testing.T, broker string) *faultConsumer {
 }
 
 func (fc *faultConsumer) add(ld plog.Logs, at time.Time, t *testing.T) {
+	records, errs := fault.FromLogs(ld)
+	for _, err := range errs {
+		t.Errorf("gpu_faults: %v", err)
+	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	for i := 0; i < ld.ResourceLogs().Len(); i++ {
-		sls := ld.ResourceLogs().At(i).ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			lrs := sls.At(j).LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				r, err := fault.FromLogRecord(lrs.At(k))
-				if err != nil {
-					t.Errorf("gpu_faults: %v", err)
-					continue
-				}
-				fc.records = append(fc.records, r)
-				fc.arrivals = append(fc.arrivals, at)
-			}
-		}
+	for _, r := range records {
+		fc.records = append(fc.records, r)
+		fc.arrivals = append(fc.arrivals, at)
 	}
 }
 
