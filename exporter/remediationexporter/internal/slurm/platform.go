@@ -201,9 +201,15 @@ func (p *Platform) maintenanceReservation(ctx context.Context, node string) (str
 }
 
 // reason builds "<prefix> <fault.type> <fault.id>[ <text>]" on one line.
+// The exporter's req.Reason already reads "<fault.type>[.<xid>] <fault.id>":
+// then it stands alone, so type and id are not written twice.
 func (p *Platform) reason(req actuator.Request) string {
 	parts := []string{p.prefix}
-	for _, s := range []string{req.FaultType, req.FaultID, req.Reason} {
+	fields := []string{req.FaultType, req.FaultID, req.Reason}
+	if req.FaultID != "" && strings.Contains(req.Reason, req.FaultID) {
+		fields = []string{req.Reason}
+	}
+	for _, s := range fields {
 		if s = sanitize(s); s != "" {
 			parts = append(parts, s)
 		}
