@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -192,6 +193,7 @@ func TestEnvtestExporter(t *testing.T) {
 	t.Run("ForeignCordonLeftAlone", func(t *testing.T) { testForeignCordonLeftAlone(t, cp) })
 	t.Run("NotFromCorrelator", func(t *testing.T) { testNotFromCorrelator(t, cp) })
 	t.Run("RBACManifests", func(t *testing.T) { testRBAC(t, cp) })
+	t.Run("DeviceTaintOneGPU", func(t *testing.T) { testDeviceTaintOneGPU(t, cp) })
 	t.Run("RecordToCordonLatency100Nodes", func(t *testing.T) { testRecordToCordonLatency(t, cp) })
 }
 
@@ -467,4 +469,52 @@ func testRecordToCordonLatency(t *testing.T, cp *controlPlane) {
 		n, n, lat[0], p50, p99, lat[len(lat)-1])
 	assert.Len(t, cordonedAt, n)
 	assert.Positive(t, p50)
+}
+
+// With kubernetes.device_taints on, a DBE on one GPU taints that GPU
+// (a DRA DeviceTaintRule) and leaves the node schedulable.
+func testDeviceTaintOneGPU(t *testing.T, cp *controlPlane) {
+	ctx := context.Background()
+	_, url := newSignedHook(t)
+	cfg := cp.kubeConfig(t, url, "dra", 1)
+	cfg.Kubernetes.DeviceTaints = true
+	exp := startLeader(t, cfg)
+	cp.createGPUNodes(t, "dra", "dra003")
+
+	dbe := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "dra003", fault.StateOpen)
+	node := "dra003"
+	other, faulty := "GPU-dra003-4", dbe.GPUUUID
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "dra003-gpu.nvidia.com"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: "gpu.nvidia.com", NodeName: &node,
+			Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{
+				{Name: "gpu-4", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"uuid": {StringValue: &other}}},
+				{Name: "gpu-5", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"uuid": {StringValue: &faulty}}},
+			},
+		},
+	}
+	_, err := cp.client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	consumeRecords(t, exp, dbe)
+
+	rules, err := cp.client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, rules.Items, 1)
+	sel := rules.Items[0].Spec.DeviceSelector
+	require.NotNil(t, sel)
+	require.NotNil(t, sel.Device)
+	assert.Equal(t, "gpu-5", *sel.Device, "exactly the faulty GPU")
+	assert.Equal(t, "gpu.memory.dbe", rules.Items[0].Spec.Taint.Value)
+	n := cp.node(t, node)
+	assert.False(t, n.Spec.Unschedulable, "the node is not cordoned")
+	assert.Empty(t, n.Spec.Taints)
+	assert.Equal(t, corev1.ConditionFalse, gpuHealthy(n))
+
+	acted := auditEntries(t, cfg.AuditFile, stepDecision(stepQuarantine, audit.DecisionActed, node))
+	require.Len(t, acted, 1)
+	assert.Equal(t, []string{"device_taint", "condition"}, acted[0].Actions)
+	assert.Contains(t, acted[0].Reason, "device taint rule")
 }

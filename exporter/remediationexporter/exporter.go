@@ -368,6 +368,10 @@ func (e *remediationExporter) handle(ctx context.Context, r fault.Record) error 
 	}
 	fs.lastRecord = e.clock.Now()
 	d := e.policy.Decide(r)
+	if e.cfg.Kubernetes.Enabled && e.cfg.Kubernetes.DeviceTaints {
+		// Smallest blast radius first: one GPU, not the node.
+		d.NodeActions = policy.PreferDeviceTaint(d.NodeActions, r)
+	}
 	fs.release = d.ReturnToService
 	if d.Rule == "" {
 		e.record(withDecision(entryFor(r, stepRecord), audit.DecisionSkipped, "no policy rule matched"))
@@ -742,7 +746,9 @@ func (e *remediationExporter) releaseAfterWindow(name string) {
 		e.record(withDecision(entry, audit.DecisionSkipped, "not the leader: the node stays quarantined"))
 		return
 	}
-	req := actuator.Request{Node: name, FaultID: n.releaseFaults[len(n.releaseFaults)-1], Actions: slices.Clone(n.actions),
+	// Every fault of ours goes with the request: the platform may know the
+	// quarantine under any one of them (Slurm's reason names only the first).
+	req := actuator.Request{Node: name, FaultID: n.releaseFaults[0], FaultIDs: slices.Clone(n.releaseFaults), Actions: slices.Clone(n.actions),
 		Reason: "resolved: " + strings.Join(n.releaseFaults, ",")}
 	if e.cfg.DryRun || e.platform == nil {
 		e.record(withDecision(entry, audit.DecisionDryRun, fmt.Sprintf("would call Release on %s: node=%s actions=[%s]",

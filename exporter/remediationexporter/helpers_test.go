@@ -364,3 +364,35 @@ func withState(r fault.Record, s fault.State) fault.Record {
 	r.State = s
 	return r
 }
+
+// auditEntries returns the entries of the audit file that match.
+func auditEntries(t *testing.T, path string, match func(audit.Entry) bool) []audit.Entry {
+	t.Helper()
+	var out []audit.Entry
+	for _, e := range readAudit(t, path) {
+		if match(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// readAudit parses the audit file's JSON lines; a missing file is empty.
+func readAudit(t *testing.T, path string) []audit.Entry {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []audit.Entry
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var e audit.Entry
+		require.NoError(t, json.Unmarshal([]byte(line), &e), line)
+		out = append(out, e)
+	}
+	return out
+}

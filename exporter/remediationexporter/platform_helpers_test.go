@@ -1,3 +1,5 @@
+//go:build envtest || slurm
+
 package remediationexporter
 
 import (
@@ -6,9 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,38 +127,6 @@ func startFromFactory(t *testing.T, cfg *Config) *remediationExporter {
 	re, ok := exp.(*remediationExporter)
 	require.True(t, ok, "the factory builds a *remediationExporter")
 	return re
-}
-
-// readAudit parses the audit file's JSON lines; a missing file is empty.
-func readAudit(t *testing.T, path string) []audit.Entry {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []audit.Entry
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if line == "" {
-			continue
-		}
-		var e audit.Entry
-		require.NoError(t, json.Unmarshal([]byte(line), &e), line)
-		out = append(out, e)
-	}
-	return out
-}
-
-// auditEntries returns the entries of the audit file that match.
-func auditEntries(t *testing.T, path string, match func(audit.Entry) bool) []audit.Entry {
-	t.Helper()
-	var out []audit.Entry
-	for _, e := range readAudit(t, path) {
-		if match(e) {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // stepDecision matches one step with one decision, for one node ("" any).

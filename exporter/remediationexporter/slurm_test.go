@@ -8,6 +8,7 @@ package remediationexporter
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm/slurmtest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
@@ -84,4 +86,59 @@ func TestSlurmExporter(t *testing.T) {
 	assert.Empty(t, auditEntries(t, cfg.AuditFile, stepDecision(stepRelease, audit.DecisionActed, "gpu-node1")))
 	assert.Equal(t, "idle", slurmNodeState(c, "gpu-node3"), "an unrelated node is untouched")
 	assert.Zero(t, hook.badSignatures())
+}
+
+// nvlinkOnGPU is an NVLink fault on one GPU of node, with its own fault id.
+func nvlinkOnGPU(node string, gpu int) fault.Record {
+	r := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, node, fault.StateOpen)
+	r.GPUUUID = fmt.Sprintf("GPU-%s-%d", node, gpu)
+	r.Entity.Key = r.GPUUUID
+	r.ID = r.ComputeID(fault.DefaultBucket)
+	return r
+}
+
+// A node drained for two faults is resumed once both resolve, whichever
+// of the two drained it: the reason names only the first, and the release
+// must still recognise the drain as ours (a regression: it asked about the
+// last fault id only, heard "not ours" and left the node drained).
+func TestSlurmExporterTwoFaultsOneNode(t *testing.T) {
+	c := slurmtest.Start(t, 2)
+	t.Setenv("SLURM_CONF", c.Conf)
+
+	_, url := newSignedHook(t)
+	cfg := actingConfig(t, url)
+	cfg.Slurm.Enabled = true
+	cfg.Slurm.Breaker.MaxShare = 1
+	cfg.VerificationWindow = 100 * time.Millisecond
+	exp := startFromFactory(t, cfg)
+	ctx := context.Background()
+
+	for i, node := range c.Nodes {
+		a, b := nvlinkOnGPU(node, 5), nvlinkOnGPU(node, 6)
+		// Drain under the id that sorts first on one node and under the
+		// one that sorts last on the other.
+		if (a.ID > b.ID) == (i == 0) {
+			a, b = b, a
+		}
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, a)))
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, b)))
+		reason := c.DrainReasons()[node]
+		require.Equal(t, "otelcol-gpu: nvlink.degraded "+a.ID, reason, "drained under the first fault only")
+
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, withState(a, fault.StateResolved))))
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, withState(b, fault.StateResolved))))
+		c.WaitFor(node+" resumed", func() bool {
+			_, drained := c.DrainReasons()[node]
+			return !drained && strings.HasPrefix(slurmNodeState(c, node), "idle")
+		})
+		var released []audit.Entry
+		c.WaitFor("release audited", func() bool {
+			released = auditEntries(t, cfg.AuditFile, stepDecision(stepRelease, audit.DecisionActed, node))
+			return len(released) == 1
+		})
+		assert.ElementsMatch(t, []string{a.ID, b.ID}, strings.Split(released[0].FaultID, ","))
+	}
+	assert.Empty(t, auditEntries(t, cfg.AuditFile, func(e audit.Entry) bool {
+		return e.Step == stepRelease && strings.Contains(e.Reason, string(actuator.NotOurs))
+	}))
 }

@@ -32,19 +32,40 @@ const (
 	ActionCondition Action = "condition" // Kubernetes node condition (e.g. GPUHealthy=False)
 	ActionEvict     Action = "evict"     // Kubernetes: evict the pods using the faulty GPU
 	ActionDrain     Action = "drain"     // Slurm State=DRAIN (running jobs finish)
+	// ActionDeviceTaint taints one GPU (Kubernetes DRA DeviceTaintRule)
+	// instead of the whole node; the platform falls back to cordon and
+	// taint where it cannot.
+	ActionDeviceTaint Action = "device_taint"
 )
 
 // Request names the node and the fault an action is for.
 type Request struct {
-	Node      string // Kubernetes node name or Slurm NodeName (host.name)
-	GPUUUID   string // the faulty GPU, when the fault has one
-	FaultID   string // fault.id: the idempotency key
+	Node    string // Kubernetes node name or Slurm NodeName (host.name)
+	GPUUUID string // the faulty GPU, when the fault has one
+	FaultID string // fault.id: the idempotency key
+	// FaultIDs, on Release from the exporter, are every fault this exporter
+	// holds the node for, all resolved: the platform lets go of each of
+	// them. A node may have been quarantined under any one of them (Slurm
+	// names only the first in its drain reason). Empty: FaultID alone.
+	FaultIDs  []string
 	FaultType string // fault.type
 	Severity  string // P1..P4
 	// Reason is the human text (Slurm Reason, condition message); the
 	// platform adds its ownership prefix.
 	Reason  string
 	Actions []Action
+}
+
+// ReleaseIDs is the set of fault ids a Release lets go of: FaultIDs, or
+// FaultID when FaultIDs is empty; nil means every fault (a human's release).
+func (r Request) ReleaseIDs() []string {
+	if len(r.FaultIDs) > 0 {
+		return r.FaultIDs
+	}
+	if r.FaultID != "" {
+		return []string{r.FaultID}
+	}
+	return nil
 }
 
 // Outcome says what a platform call did.

@@ -50,9 +50,15 @@ type Config struct {
 	// node are evicted through the Eviction API, honouring disruption
 	// budgets). Off, the evict action is skipped; RBAC needs pods/eviction
 	// only when on.
-	Evict   bool          `mapstructure:"evict"`
-	Breaker BreakerConfig `mapstructure:"breaker"`
-	Lease   LeaseConfig   `mapstructure:"lease"`
+	Evict bool `mapstructure:"evict"`
+	// DeviceTaints narrows P1/P2 faults of one GPU to that GPU: a DRA
+	// DeviceTaintRule (resource.k8s.io/v1) on the ResourceSlice device
+	// whose uuid attribute is the GPU's UUID, instead of cordon and taint.
+	// Where the API or the device is missing, the node is cordoned and
+	// tainted as before. RBAC needs devicetaintrules and resourceslices.
+	DeviceTaints bool          `mapstructure:"device_taints"`
+	Breaker      BreakerConfig `mapstructure:"breaker"`
+	Lease        LeaseConfig   `mapstructure:"lease"`
 }
 
 // BreakerConfig bounds the share of GPU nodes quarantined within a window.

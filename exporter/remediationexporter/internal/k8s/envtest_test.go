@@ -25,7 +25,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -174,6 +176,8 @@ func TestEnvtest(t *testing.T) {
 	t.Run("ConcurrentTaintWriter", func(t *testing.T) { testConcurrentWriter(t, cfg) })
 	t.Run("BreakerTripsAt50Nodes", func(t *testing.T) { testBreaker(t, cfg) })
 	t.Run("ReleaseOursNotForeign", func(t *testing.T) { testRelease(t, client) })
+	t.Run("ReleaseEveryFaultAndEvents", func(t *testing.T) { testReleaseAllAndEvents(t, client) })
+	t.Run("DeviceTaintOneGPU", func(t *testing.T) { testDeviceTaint(t, client) })
 	t.Run("EvictGPUPods", func(t *testing.T) { testEvict(t, client) })
 	t.Run("LeaderElection", func(t *testing.T) { testLeader(t, cfg) })
 	t.Run("QuarantineLatency100Nodes", func(t *testing.T) { testLatency(t, cfg) })
@@ -641,4 +645,188 @@ func TestAPIServerDownAndBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, actuator.Applied, res.Outcome)
 	assert.True(t, getNode(t, client, "flaky-1").Spec.Unschedulable)
+}
+
+// nodeEvents are the events.k8s.io/v1 Events regarding node, oldest first.
+func nodeEvents(t *testing.T, client kubernetes.Interface, node string) []eventsv1.Event {
+	t.Helper()
+	list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "regarding.kind=Node,regarding.name=" + node,
+	})
+	require.NoError(t, err)
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].EventTime.Before(&list.Items[j].EventTime) })
+	return list.Items
+}
+
+// The exporter releases a node with every fault it holds it for; each
+// quarantine and the release leave an Event on the Node.
+func testReleaseAllAndEvents(t *testing.T, client kubernetes.Interface) {
+	ctx := context.Background()
+	p := newPlatform(t, client, nil)
+	node := createGPUNode(t, client, "ev-1", nil)
+
+	res, err := p.Quarantine(ctx, dbeRequest("ev-1", "f-ev-a"))
+	require.NoError(t, err)
+	require.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	second := dbeRequest("ev-1", "f-ev-b")
+	second.FaultType, second.GPUUUID = "nvlink.degraded", "GPU-6"
+	res, err = p.Quarantine(ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, actuator.AlreadyDone, res.Outcome, res.Detail)
+	// A repeat of a fault already recorded writes no event.
+	_, err = p.Quarantine(ctx, second)
+	require.NoError(t, err)
+
+	events := nodeEvents(t, client, "ev-1")
+	require.Len(t, events, 2)
+	for i, want := range []struct{ typ, id, gpu string }{{"gpu.ecc.dbe", "f-ev-a", "GPU-5"}, {"nvlink.degraded", "f-ev-b", "GPU-6"}} {
+		ev := events[i]
+		assert.Equal(t, EventReasonQuarantined, ev.Reason)
+		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+		assert.Equal(t, "Quarantine", ev.Action)
+		assert.Equal(t, EventReportingController, ev.ReportingController)
+		assert.Equal(t, node.UID, ev.Regarding.UID)
+		assert.Contains(t, ev.Note, want.typ+" "+want.id)
+		assert.Contains(t, ev.Note, want.gpu)
+	}
+
+	// Release with both ids (the exporter's resolved faults) in one call.
+	res, err = p.Release(ctx, actuator.Request{Node: "ev-1", FaultID: "f-ev-a", FaultIDs: []string{"f-ev-b", "f-ev-a"}, Reason: "resolved"})
+	require.NoError(t, err)
+	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	after := getNode(t, client, "ev-1")
+	assert.False(t, after.Spec.Unschedulable)
+	assert.NotContains(t, after.Labels, LabelQuarantined)
+	assert.NotContains(t, after.Annotations, AnnotationFaultID)
+
+	events = nodeEvents(t, client, "ev-1")
+	require.Len(t, events, 3)
+	released := events[2]
+	assert.Equal(t, EventReasonReleased, released.Reason)
+	assert.Equal(t, corev1.EventTypeNormal, released.Type)
+	assert.Contains(t, released.Note, "f-ev-b,f-ev-a")
+	assert.Contains(t, released.Note, "uncordoned")
+}
+
+// createGPUSlice publishes node's GPUs as NVIDIA's DRA driver would: one
+// ResourceSlice, one device per GPU with its uuid attribute.
+func createGPUSlice(t *testing.T, client kubernetes.Interface, node string, uuids ...string) {
+	t.Helper()
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu.nvidia.com"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   "gpu.nvidia.com",
+			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			NodeName: &node,
+		},
+	}
+	for i := range uuids {
+		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{
+			Name:       fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{UUIDAttribute: {StringValue: &uuids[i]}},
+		})
+	}
+	_, err := client.ResourceV1().ResourceSlices().Create(context.Background(), slice, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func deviceTaintRequest(node, uuid, faultID string) actuator.Request {
+	return actuator.Request{Node: node, GPUUUID: uuid, FaultID: faultID, FaultType: "gpu.memory.dbe", Severity: "P1",
+		Reason: "gpu.memory.dbe " + faultID, Actions: []actuator.Action{actuator.ActionDeviceTaint, actuator.ActionCondition}}
+}
+
+func deviceTaintRules(t *testing.T, client kubernetes.Interface) []resourcev1.DeviceTaintRule {
+	t.Helper()
+	list, err := client.ResourceV1().DeviceTaintRules().List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	return list.Items
+}
+
+func testDeviceTaint(t *testing.T, client kubernetes.Interface) {
+	ctx := context.Background()
+	p := newPlatform(t, client, func(c *Config) { c.DeviceTaints = true })
+	createGPUNode(t, client, "dra-1", nil)
+	createGPUSlice(t, client, "dra-1", "GPU-aaaa", "GPU-bbbb")
+
+	res, err := p.Quarantine(ctx, deviceTaintRequest("dra-1", "GPU-bbbb", "f-dra-1"))
+	require.NoError(t, err)
+	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	assert.Contains(t, res.Detail, "device taint rule")
+
+	rules := deviceTaintRules(t, client)
+	require.Len(t, rules, 1)
+	sel := rules[0].Spec.DeviceSelector
+	require.NotNil(t, sel)
+	require.NotNil(t, sel.Driver)
+	require.NotNil(t, sel.Pool)
+	require.NotNil(t, sel.Device)
+	assert.Equal(t, "gpu.nvidia.com", *sel.Driver)
+	assert.Equal(t, "dra-1", *sel.Pool)
+	assert.Equal(t, "gpu-1", *sel.Device, "exactly the GPU with the faulty UUID")
+	assert.Equal(t, DefaultTaintKey, rules[0].Spec.Taint.Key)
+	assert.Equal(t, resourcev1.DeviceTaintEffectNoSchedule, rules[0].Spec.Taint.Effect)
+	assert.Equal(t, "dra-1", rules[0].Annotations[AnnotationNode])
+
+	node := getNode(t, client, "dra-1")
+	assert.False(t, node.Spec.Unschedulable, "the node is not cordoned")
+	assert.Empty(t, node.Spec.Taints, "the node is not tainted")
+	assert.Equal(t, "true", node.Labels[LabelQuarantined], "the exporter holds a fault on it")
+	require.NotNil(t, condition(node, DefaultConditionType))
+
+	// A second fault on the same GPU finds the rule.
+	res, err = p.Quarantine(ctx, deviceTaintRequest("dra-1", "GPU-bbbb", "f-dra-2"))
+	require.NoError(t, err)
+	assert.Len(t, deviceTaintRules(t, client), 1)
+
+	// Release removes the rule with the node's quarantine.
+	res, err = p.Release(ctx, actuator.Request{Node: "dra-1", FaultIDs: []string{"f-dra-1", "f-dra-2"}, Reason: "resolved"})
+	require.NoError(t, err)
+	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	assert.Contains(t, res.Detail, "removed 1 device taint rule(s)")
+	assert.Empty(t, deviceTaintRules(t, client))
+	assert.NotContains(t, getNode(t, client, "dra-1").Labels, LabelQuarantined)
+
+	// A GPU no ResourceSlice publishes: the node actions stand in.
+	createGPUNode(t, client, "dra-2", nil)
+	res, err = p.Quarantine(ctx, deviceTaintRequest("dra-2", "GPU-not-published", "f-dra-3"))
+	require.NoError(t, err)
+	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	assert.Contains(t, res.Detail, "no ResourceSlice device on node dra-2")
+	node = getNode(t, client, "dra-2")
+	assert.True(t, node.Spec.Unschedulable, "fallback cordons")
+	assert.True(t, hasTaint(node, DefaultTaintKey, corev1.TaintEffectNoSchedule), "fallback taints")
+	assert.Empty(t, deviceTaintRules(t, client))
+}
+
+// Without the DeviceTaintRule API (resource disabled in the API server),
+// a device taint falls back to cordon and taint.
+func TestDeviceTaintAPIUnavailable(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	useExisting := false
+	env := &envtest.Environment{BinaryAssetsDirectory: envtestBinDir(t), UseExistingCluster: &useExisting}
+	env.ControlPlane.GetAPIServer().Configure().Append("runtime-config", "resource.k8s.io/v1/devicetaintrules=false")
+	cfg, err := env.Start()
+	require.NoError(t, err, "start kube-apiserver and etcd")
+	t.Cleanup(func() { assert.NoError(t, env.Stop()) })
+	client := newClient(t, cfg)
+	createNamespace(t, client, DefaultNamespace)
+
+	ctx := context.Background()
+	p := newPlatform(t, client, func(c *Config) { c.DeviceTaints = true })
+	createGPUNode(t, client, "nodra-1", nil)
+	createGPUSlice(t, client, "nodra-1", "GPU-cccc", "GPU-dddd")
+
+	res, err := p.Quarantine(ctx, deviceTaintRequest("nodra-1", "GPU-dddd", "f-nodra"))
+	require.NoError(t, err)
+	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	assert.Contains(t, res.Detail, "DeviceTaintRules (resource.k8s.io/v1) unavailable")
+	node := getNode(t, client, "nodra-1")
+	assert.True(t, node.Spec.Unschedulable, "fallback cordons")
+	assert.True(t, hasTaint(node, DefaultTaintKey, corev1.TaintEffectNoSchedule))
+
+	// Release copes with the missing API too.
+	res, err = p.Release(ctx, actuator.Request{Node: "nodra-1", FaultID: "f-nodra", Reason: "resolved"})
+	require.NoError(t, err)
+	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
+	assert.False(t, getNode(t, client, "nodra-1").Spec.Unschedulable)
 }

@@ -33,6 +33,8 @@ type Platform struct {
 	logger  *zap.Logger
 	breaker *Breaker
 	now     func() time.Time
+	// instance is the events' reportingInstance: this replica.
+	instance string
 }
 
 var _ actuator.Platform = (*Platform)(nil)
@@ -46,7 +48,7 @@ func New(client kubernetes.Interface, cfg Config, logger *zap.Logger) (*Platform
 	if err != nil {
 		return nil, err
 	}
-	return &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, now: time.Now}, nil
+	return &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, now: time.Now, instance: reportingInstance()}, nil
 }
 
 // Name implements actuator.Platform.
@@ -57,7 +59,7 @@ func (p *Platform) Breaker() actuator.Breaker { return p.breaker }
 
 // wanted is the set of Kubernetes actions a request asks for. Drain is the
 // Slurm word for what a cordon does here: no new work, running work stays.
-type wanted struct{ cordon, taint, condition, evict bool }
+type wanted struct{ cordon, taint, condition, evict, deviceTaint bool }
 
 func wantedActions(actions []actuator.Action) wanted {
 	var w wanted
@@ -71,6 +73,8 @@ func wantedActions(actions []actuator.Action) wanted {
 			w.condition = true
 		case actuator.ActionEvict:
 			w.evict = true
+		case actuator.ActionDeviceTaint:
+			w.deviceTaint = true
 		}
 	}
 	return w
@@ -88,10 +92,31 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: "no kubernetes action requested"}, nil
 	}
 
+	// Smallest blast radius first: taint the one GPU. Where that cannot
+	// be done, cordon and taint the node instead, and say why.
+	var deviceDone, fallback string
+	if want.deviceTaint {
+		current, err := p.client.CoreV1().Nodes().Get(ctx, req.Node, metav1.GetOptions{})
+		if err != nil {
+			return p.apiResult(req.Node, "quarantine", err)
+		}
+		if res, skip := p.excluded(current); skip {
+			return res, nil
+		}
+		if deviceDone, fallback, err = p.taintDevice(ctx, req); err != nil {
+			return actuator.Result{}, fmt.Errorf("device taint on node %s: %w", req.Node, err)
+		}
+		if fallback != "" {
+			want.cordon, want.taint = true, true
+			p.logger.Info("device taint not possible: cordoning and tainting the node", zap.String("node", req.Node), zap.String("why", fallback))
+		}
+	}
+
 	var (
 		node   *corev1.Node
 		result actuator.Result
 		done   []string
+		wrote  bool // the node changed: a new action or a new fault id
 	)
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		current, err := p.client.CoreV1().Nodes().Get(ctx, req.Node, metav1.GetOptions{})
@@ -99,9 +124,8 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 			return err
 		}
 		node = current.DeepCopy()
-		var changed bool
-		result, done, changed = p.planQuarantine(node, req, want)
-		if !changed {
+		result, done, wrote = p.planQuarantine(node, req, want)
+		if !wrote {
 			return nil
 		}
 		// Update carries the resourceVersion just read: if anyone wrote
@@ -141,9 +165,20 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 		}
 		done = append(done, detail)
 	}
+	if deviceDone != "" {
+		done = append([]string{deviceDone}, done...)
+	}
+	if fallback != "" {
+		done = append(done, "device taint not possible ("+fallback+"): node actions instead")
+	}
 	if len(done) > 0 {
 		result.Outcome = actuator.Applied
 		result.Detail = strings.Join(done, ", ")
+	}
+	// Every fault that newly holds the node gets its event, the second
+	// fault on an already quarantined node too; a repeat gets none.
+	if wrote || len(done) > 0 {
+		p.recordEvent(ctx, node, corev1.EventTypeWarning, EventReasonQuarantined, "Quarantine", eventNote("quarantined", req, result.Detail))
 	}
 	return result, nil
 }
@@ -151,11 +186,8 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 // planQuarantine changes node in place and says what it did. It changes
 // nothing on a node under maintenance or cordoned by someone else.
 func (p *Platform) planQuarantine(node *corev1.Node, req actuator.Request, want wanted) (actuator.Result, []string, bool) {
-	if _, ok := node.Labels[p.cfg.MaintenanceLabel]; ok && p.cfg.MaintenanceLabel != "" {
-		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: "node has maintenance label " + p.cfg.MaintenanceLabel}, nil, false
-	}
-	if node.Spec.Unschedulable && node.Annotations[AnnotationCordonedBy] != Owner {
-		return actuator.Result{Outcome: actuator.SkipForeign, Detail: "node was cordoned by someone else"}, nil, false
+	if res, skip := p.excluded(node); skip {
+		return res, nil, false
 	}
 
 	var done []string
@@ -218,12 +250,12 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 			return nil
 		}
 		ids := faultIDs(node.Annotations[AnnotationFaultID])
-		if req.FaultID != "" {
-			if !slices.Contains(ids, req.FaultID) {
+		if release := req.ReleaseIDs(); len(release) > 0 {
+			if !slices.ContainsFunc(ids, func(id string) bool { return slices.Contains(release, id) }) {
 				result = actuator.Result{Outcome: actuator.NotOurs, Detail: "node quarantined for fault(s) " + strings.Join(ids, ",")}
 				return nil
 			}
-			ids = slices.DeleteFunc(ids, func(id string) bool { return id == req.FaultID })
+			ids = slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(release, id) })
 			if len(ids) > 0 {
 				setAnnotation(node, AnnotationFaultID, strings.Join(ids, ","))
 				result = actuator.Result{Outcome: actuator.AlreadyDone, Detail: "quarantine kept for fault(s) " + strings.Join(ids, ",")}
@@ -233,6 +265,11 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 		}
 
 		var done []string
+		if n, err := p.untaintDevices(ctx, node.Name); err != nil {
+			return err
+		} else if n > 0 {
+			done = append(done, fmt.Sprintf("removed %d device taint rule(s)", n))
+		}
 		if node.Annotations[AnnotationCordonedBy] == Owner {
 			if node.Spec.Unschedulable {
 				node.Spec.Unschedulable = false
@@ -273,6 +310,7 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 			break
 		}
 	}
+	p.recordEvent(ctx, node, corev1.EventTypeNormal, EventReasonReleased, "Release", eventNote("released", req, result.Detail))
 	return result, nil
 }
 
@@ -387,4 +425,16 @@ func setAnnotation(node *corev1.Node, key, value string) {
 		node.Annotations = map[string]string{}
 	}
 	node.Annotations[key] = value
+}
+
+// excluded says whether node is left alone: under maintenance, or cordoned
+// by someone else.
+func (p *Platform) excluded(node *corev1.Node) (actuator.Result, bool) {
+	if _, ok := node.Labels[p.cfg.MaintenanceLabel]; ok && p.cfg.MaintenanceLabel != "" {
+		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: "node has maintenance label " + p.cfg.MaintenanceLabel}, true
+	}
+	if node.Spec.Unschedulable && node.Annotations[AnnotationCordonedBy] != Owner {
+		return actuator.Result{Outcome: actuator.SkipForeign, Detail: "node was cordoned by someone else"}, true
+	}
+	return actuator.Result{}, false
 }

@@ -16,13 +16,14 @@ import (
 // Policy action names (config values). Node actions are actuator.Action
 // values; webhook and none are the exporter's own.
 const (
-	ActionCordon    = string(actuator.ActionCordon)
-	ActionTaint     = string(actuator.ActionTaint)
-	ActionCondition = string(actuator.ActionCondition)
-	ActionEvict     = string(actuator.ActionEvict)
-	ActionDrain     = string(actuator.ActionDrain)
-	ActionWebhook   = "webhook"
-	ActionNone      = "none"
+	ActionCordon      = string(actuator.ActionCordon)
+	ActionTaint       = string(actuator.ActionTaint)
+	ActionCondition   = string(actuator.ActionCondition)
+	ActionEvict       = string(actuator.ActionEvict)
+	ActionDrain       = string(actuator.ActionDrain)
+	ActionDeviceTaint = string(actuator.ActionDeviceTaint)
+	ActionWebhook     = "webhook"
+	ActionNone        = "none"
 )
 
 // Request is what the webhook asks of its receiver.
@@ -163,7 +164,7 @@ func (r Rule) validate() error {
 	}
 	for _, a := range r.Actions {
 		switch a {
-		case ActionCordon, ActionTaint, ActionCondition, ActionEvict, ActionDrain, ActionWebhook:
+		case ActionCordon, ActionTaint, ActionCondition, ActionEvict, ActionDrain, ActionDeviceTaint, ActionWebhook:
 		case ActionNone:
 			if len(r.Actions) > 1 {
 				errs = append(errs, errors.New("none cannot be combined with other actions"))
@@ -304,12 +305,13 @@ func ForPlatform(actions []actuator.Action, platform string) []actuator.Action {
 		switch platform {
 		case PlatformKubernetes:
 			switch a {
-			case actuator.ActionCordon, actuator.ActionTaint, actuator.ActionCondition, actuator.ActionEvict:
+			case actuator.ActionCordon, actuator.ActionTaint, actuator.ActionCondition, actuator.ActionEvict, actuator.ActionDeviceTaint:
 				add(a)
 			}
 		case PlatformSlurm:
 			switch a {
-			case actuator.ActionDrain, actuator.ActionCordon:
+			case actuator.ActionDrain, actuator.ActionCordon, actuator.ActionDeviceTaint:
+				// Slurm cannot isolate one GPU: the node drains.
 				add(actuator.ActionDrain)
 			}
 		default:
@@ -330,4 +332,32 @@ func Route(s fault.Severity) string {
 	default:
 		return "record"
 	}
+}
+
+// PreferDeviceTaint narrows a P1 or P2 fault of one GPU (blast radius gpu,
+// with its UUID) from the node to the device: cordon and taint become one
+// device_taint, the rest (condition, evict) stays. Other faults, and rules
+// that neither cordon nor taint, keep their actions.
+func PreferDeviceTaint(actions []actuator.Action, r fault.Record) []actuator.Action {
+	if r.BlastRadius != fault.BlastGPU || r.GPUUUID == "" ||
+		(r.Severity != fault.SeverityP1 && r.Severity != fault.SeverityP2) {
+		return actions
+	}
+	if !slices.Contains(actions, actuator.ActionCordon) && !slices.Contains(actions, actuator.ActionTaint) {
+		return actions
+	}
+	out := make([]actuator.Action, 0, len(actions))
+	for _, a := range actions {
+		switch a {
+		case actuator.ActionCordon, actuator.ActionTaint:
+			if !slices.Contains(out, actuator.ActionDeviceTaint) {
+				out = append(out, actuator.ActionDeviceTaint)
+			}
+		default:
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }

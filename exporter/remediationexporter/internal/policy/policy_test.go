@@ -128,3 +128,29 @@ func TestForPlatformDedupes(t *testing.T) {
 	assert.Equal(t, []actuator.Action{actuator.ActionCordon, actuator.ActionEvict}, ForPlatform(in, PlatformKubernetes))
 	assert.Equal(t, in, ForPlatform(in, ""))
 }
+
+func TestPreferDeviceTaint(t *testing.T) {
+	quarantine := []actuator.Action{actuator.ActionCordon, actuator.ActionTaint, actuator.ActionCondition}
+	gpuFault := fault.Record{Severity: fault.SeverityP1, BlastRadius: fault.BlastGPU, GPUUUID: "GPU-5"}
+
+	assert.Equal(t, []actuator.Action{actuator.ActionDeviceTaint, actuator.ActionCondition}, PreferDeviceTaint(quarantine, gpuFault))
+	p2 := gpuFault
+	p2.Severity = fault.SeverityP2
+	assert.Equal(t, []actuator.Action{actuator.ActionDeviceTaint, actuator.ActionCondition},
+		PreferDeviceTaint([]actuator.Action{actuator.ActionTaint, actuator.ActionCondition}, p2))
+
+	for name, r := range map[string]fault.Record{
+		"P3":          {Severity: fault.SeverityP3, BlastRadius: fault.BlastGPU, GPUUUID: "GPU-5"},
+		"node fault":  {Severity: fault.SeverityP1, BlastRadius: fault.BlastNode, GPUUUID: "GPU-5"},
+		"no GPU UUID": {Severity: fault.SeverityP1, BlastRadius: fault.BlastGPU},
+	} {
+		assert.Equal(t, quarantine, PreferDeviceTaint(quarantine, r), name)
+	}
+	webhookOnly := []actuator.Action{actuator.ActionCondition}
+	assert.Equal(t, webhookOnly, PreferDeviceTaint(webhookOnly, gpuFault), "no node isolation to narrow")
+
+	// A rule may name device_taint itself; Slurm drains for it.
+	require.NoError(t, Config{Rules: []Rule{{Name: "dt", Actions: []string{ActionDeviceTaint}}}}.Validate())
+	assert.Equal(t, []actuator.Action{actuator.ActionDrain}, ForPlatform([]actuator.Action{actuator.ActionDeviceTaint}, PlatformSlurm))
+	assert.Equal(t, []actuator.Action{actuator.ActionDeviceTaint}, ForPlatform([]actuator.Action{actuator.ActionDeviceTaint}, PlatformKubernetes))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -148,8 +149,10 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 }
 
 // Release resumes req.Node only when it is drained with our prefix and,
-// when req.FaultID is set, for that fault: a drain of ours for another
-// fault on the same node stays.
+// when fault ids are given (req.ReleaseIDs), for one of them: a drain of
+// ours for another fault on the same node stays. The reason names only the
+// fault that drained the node, so the exporter passes every fault it holds
+// the node for; any one of them in the reason means the drain is theirs.
 func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.Result, error) {
 	name := p.NodeName(req.Node)
 	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
@@ -168,7 +171,7 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 	if !p.ours(node.Reason) {
 		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by someone else: %q", name, node.Reason)}, nil
 	}
-	if req.FaultID != "" && !strings.Contains(node.Reason, req.FaultID) {
+	if ids := req.ReleaseIDs(); len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(node.Reason, id) }) {
 		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by this exporter for another fault: %q", name, node.Reason)}, nil
 	}
 	if err := p.transport.resume(ctx, name); err != nil {

@@ -76,7 +76,11 @@ func TestSlurmQuarantineAndRelease(t *testing.T) {
 	assert.Equal(t, actuator.NotOurs, res.Outcome)
 	assert.Contains(t, c.drainReasons(), "gpu-node1")
 
-	res, err = p.Release(ctx, dbe("gpu-node1", "a07573c9c14f1fae"))
+	// The exporter releases with every fault it holds the node for; the
+	// reason names only the one that drained it.
+	both := dbe("gpu-node1", "ffff000011112222")
+	both.FaultIDs = []string{"ffff000011112222", "a07573c9c14f1fae"}
+	res, err = p.Release(ctx, both)
 	require.NoError(t, err)
 	assert.Equal(t, actuator.Applied, res.Outcome, res.Detail)
 	c.waitFor("gpu-node1 idle after RESUME", func() bool {

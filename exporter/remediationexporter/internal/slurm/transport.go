@@ -33,16 +33,6 @@ type nodeInfo struct {
 	ReasonTime time.Time // zero when unknown
 }
 
-// has reports whether the node carries state or flag s.
-func (n nodeInfo) has(s string) bool {
-	for _, st := range n.States {
-		if st == s {
-			return true
-		}
-	}
-	return false
-}
-
 // unavailable reports whether someone (us or another writer) took the node
 // out of service: drained, draining, down or failed.
 func (n nodeInfo) unavailable() bool {
