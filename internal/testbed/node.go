@@ -220,8 +220,10 @@ type frEntry struct {
 	timeoutMs int64
 }
 
-// frRing is how many entries a dump keeps (TORCH_NCCL_TRACE_BUFFER_SIZE).
-const frRing = 64
+// frRing is how many entries a dump keeps (TORCH_NCCL_TRACE_BUFFER_SIZE):
+// two steps, enough for the receiver (it emits each entry once) and light
+// enough that 832 ranks can dump every step.
+const frRing = 8
 
 // recordCollectives appends a rank's collectives of one step to its ring.
 func (nd *node) recordCollectives(rank int, entries []frEntry) {
