@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"gopkg.in/yaml.v3"
 )
 
 const (
@@ -157,6 +158,28 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 		}, all...)
 	})
 
+	t.Run("every alert and recording rule evaluates against this data", func(t *testing.T) {
+		exprs := ruleExpressions(t, filepath.Join(root, "deploy", "prometheus", "rules.yaml"))
+		if len(exprs) < 20 {
+			t.Fatalf("read %d rule expressions, want the whole file", len(exprs))
+		}
+		evaluated := 0
+		for name, expr := range exprs {
+			if _, err := prom.query(expr, time.Time{}); err != nil {
+				t.Errorf("rule %s: %v", name, err)
+				continue
+			}
+			evaluated++
+		}
+		t.Logf("%d rule expressions evaluated on the pipeline's series", evaluated)
+		// One that must find this test's InfiniBand ports: every port of
+		// the fixture that is up reads state 4.
+		samples, err := prom.query(`ib_port_state >= 4`, time.Time{})
+		if err != nil || len(samples) == 0 {
+			t.Errorf("ib_port_state >= 4: %d series, %v", len(samples), err)
+		}
+	})
+
 	t.Run("kcat reads valid OTLP protobuf from otlp_metrics", func(t *testing.T) {
 		out, err := exec.Command(kcat, "-b", proxyAddr, "-t", "otlp_metrics", "-C", "-o", "beginning",
 			"-c", "1", "-e", "-q", "-f", "%s").Output()
@@ -248,4 +271,33 @@ func freshSample(prom *prometheus, since time.Time) error {
 func port(addr string) string {
 	_, p, _ := netSplit(addr)
 	return p
+}
+
+// ruleExpressions reads a Prometheus rule file and returns every rule's
+// expression by its alert or record name.
+func ruleExpressions(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string `yaml:"alert"`
+				Record string `yaml:"record"`
+				Expr   string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string]string{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			out[r.Alert+r.Record] = r.Expr
+		}
+	}
+	return out
 }
