@@ -48,10 +48,10 @@ func TestAdvertisedListener(t *testing.T) {
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
-	if err := run("no-port", "", nil, 1, 1, ""); err == nil {
+	if err := run(options{listen: "no-port", partitions: 1, maxMessageBytes: 1}); err == nil {
 		t.Error("run accepted -listen without a port")
 	}
-	if err := run("127.0.0.1:0", "", nil, 0, 1, ""); err == nil {
+	if err := run(options{listen: "127.0.0.1:0", maxMessageBytes: 1}); err == nil {
 		t.Error("run accepted -partitions 0")
 	}
 }
