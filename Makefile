@@ -131,9 +131,9 @@ detection:
 	$(GO) run ./cmd/gpusim -ranks 1024 -seeds 2 -fail-below 0.95
 	$(GO) run ./cmd/gpusim -ranks 16384 -step 3s -seeds 1 -fail-below 0.95
 
-# The end-to-end outage test with a long outage (E2E_OUTAGE, default 10m):
+# The end-to-end outage test with a long outage (E2E_OUTAGE, default 5m; CI: 60 s):
 # nothing scraped while the broker is away may be lost.
-E2E_OUTAGE ?= 10m
+E2E_OUTAGE ?= 5m
 soak: build e2e-deps
 	E2E_OUTAGE=$(E2E_OUTAGE) $(GO) test -tags e2e -count=1 -v -timeout 60m -run TestAgentKafkaGatewayPrometheus ./test/e2e/...
 
