@@ -96,16 +96,19 @@ func (j *job) gpuUUID(n, g int) string {
 
 func (j *job) rankOf(n, g int) int { return n*j.sc.GPUsPerNode + g }
 
-// injected reports whether the injection is active at step.
-func (j *job) injected(step int) bool {
-	return j.sc.Inject != nil && step >= j.sc.Inject.AtStep
+// active lists the injections in effect at step.
+func (j *job) active(step int) []*Injection {
+	var out []*Injection
+	for _, in := range j.sc.injections() {
+		if step >= in.AtStep {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
-// isInjectedRank reports whether the injection targets this rank's GPU.
-func (j *job) isInjectedRank(n, g int) bool {
-	in := j.sc.Inject
-	return in != nil && in.Node == n && in.GPU == g
-}
+// targets reports whether the injection is aimed at this rank's GPU.
+func (in *Injection) targets(n, g int) bool { return in.Node == n && in.GPU == g }
 
 // simulateStep draws every rank's phases and collective times for step.
 // Synchronous training: every rank waits in its collectives for the
@@ -114,6 +117,7 @@ func (j *job) simulateStep(step int) []rankStep {
 	sc := j.sc
 	out := make([]rankStep, 0, sc.Ranks())
 	checkpoint := sc.Noise.CheckpointEvery > 0 && step > 0 && step%sc.Noise.CheckpointEvery == 0
+	active := j.active(step)
 	for n := 0; n < sc.Nodes; n++ {
 		for g := 0; g < sc.GPUsPerNode; g++ {
 			r := rankStep{rank: j.rankOf(n, g), node: n, gpu: g, loss: 2.5 * math.Exp(-float64(step)/200)}
@@ -129,10 +133,9 @@ func (j *job) simulateStep(step int) []rankStep {
 			if checkpoint {
 				factor *= sc.Noise.CheckpointFactor
 			}
-			if j.injected(step) && j.isInjectedRank(n, g) {
-				switch sc.Inject.Kind {
-				case InjectComputeStraggler, InjectThermal:
-					factor *= sc.Inject.Factor
+			for _, in := range active {
+				if in.targets(n, g) && (in.Kind == InjectComputeStraggler || in.Kind == InjectThermal) {
+					factor *= in.Factor
 				}
 			}
 			for p := range basePhases {
@@ -143,8 +146,10 @@ func (j *job) simulateStep(step int) []rankStep {
 				}
 				r.phases[p] = time.Duration(max(f, 0.05) * float64(basePhases[p].d))
 			}
-			if j.injected(step) && sc.Inject.Kind == InjectLossNaN {
-				r.loss = math.NaN()
+			for _, in := range active {
+				if in.Kind == InjectLossNaN {
+					r.loss = math.NaN()
+				}
 			}
 			out = append(out, r)
 		}
@@ -158,12 +163,12 @@ func (j *job) simulateStep(step int) []rankStep {
 	for i := range out {
 		r := &out[i]
 		link := 1.0
-		if j.injected(step) {
-			switch in := sc.Inject; {
+		for _, in := range active {
+			switch {
 			case in.Kind == InjectSlowLink && r.node == in.Node:
-				link = in.Factor
-			case in.Kind == InjectNVLinkDegradation && j.isInjectedRank(r.node, r.gpu):
-				link = in.Factor
+				link *= in.Factor
+			case in.Kind == InjectNVLinkDegradation && in.targets(r.node, r.gpu):
+				link *= in.Factor
 			}
 		}
 		waitForPeers := slowest - r.compute()

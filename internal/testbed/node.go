@@ -69,8 +69,7 @@ func newNode(j *job, n int) *node {
 func (nd *node) tick(step int) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	j := nd.job
-	in := j.sc.Inject
+	active := nd.job.active(step)
 	for g := range nd.gpus {
 		gs := &nd.gpus[g]
 		gs.temp += nd.rng.NormFloat64() * 0.5
@@ -79,15 +78,17 @@ func (nd *node) tick(step int) {
 		if nd.rng.Float64() < 0.002 { // a rare corrected error on a healthy GPU
 			gs.sbe++
 		}
-		if !j.injected(step) || !j.isInjectedRank(nd.index, g) {
-			continue
-		}
-		switch in.Kind {
-		case InjectNVLinkDegradation:
-			gs.nvlinkCRC += in.CRCPerScrape * (0.5 + nd.rng.Float64())
-		case InjectThermal:
-			gs.temp = 92 + nd.rng.Float64()
-			gs.throttle |= 0x40 // hw_thermal_slowdown
+		for _, in := range active {
+			if !in.targets(nd.index, g) {
+				continue
+			}
+			switch in.Kind {
+			case InjectNVLinkDegradation:
+				gs.nvlinkCRC += in.CRCPerScrape * (0.5 + nd.rng.Float64())
+			case InjectThermal:
+				gs.temp = 92 + nd.rng.Float64()
+				gs.throttle |= 0x40 // hw_thermal_slowdown
+			}
 		}
 	}
 	nd.port.xmitData += 1 << 30
@@ -101,19 +102,20 @@ func (nd *node) tick(step int) {
 func (nd *node) injectOnce(step int) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	in := nd.job.sc.Inject
-	if in == nil || in.Node != nd.index {
-		return
-	}
-	switch {
-	case in.Kind == InjectDBE && step == in.AtStep:
-		nd.gpus[in.GPU].dbe++
-		nd.gpus[in.GPU].lastXID = 48
-	case in.Kind == InjectIBFlap && step >= in.AtStep && (step-in.AtStep)%max(in.PeriodSteps, 1) == 0:
-		nd.port.linkDowned++
-		nd.port.symbolErrors += 40
-	case in.Kind == InjectSilentNode && step == in.AtStep:
-		nd.silent = true
+	for _, in := range nd.job.sc.injections() {
+		if in.Node != nd.index {
+			continue
+		}
+		switch {
+		case in.Kind == InjectDBE && step == in.AtStep:
+			nd.gpus[in.GPU].dbe++
+			nd.gpus[in.GPU].lastXID = 48
+		case in.Kind == InjectIBFlap && step >= in.AtStep && (step-in.AtStep)%max(in.PeriodSteps, 1) == 0:
+			nd.port.linkDowned++
+			nd.port.symbolErrors += 40
+		case in.Kind == InjectSilentNode && step == in.AtStep:
+			nd.silent = true
+		}
 	}
 }
 

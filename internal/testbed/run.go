@@ -31,6 +31,9 @@ type Options struct {
 	Seed uint64
 	// Scenarios to run by name; empty runs them all.
 	Scenarios []string
+	// ScenariosYAML, when set, replaces the committed scenarios.yaml with a
+	// document of the same format (cmd/demo's scenario.yaml).
+	ScenariosYAML []byte
 	// Ranks overrides every scenario's world size (a multiple of its GPUs
 	// per node); 0 keeps the scenarios' own (64).
 	Ranks int
@@ -54,6 +57,19 @@ type Options struct {
 	Dir string
 	// Logger reports progress; nil is silent.
 	Logger *zap.Logger
+	// OnStep, when set, is called after every simulated step of every job,
+	// from the goroutine that drives the job (one per job, concurrently).
+	OnStep func(StepDone)
+}
+
+// StepDone is one finished step of one job, as Options.OnStep sees it.
+type StepDone struct {
+	JobID       string
+	Step, Steps int       // Step counts from 0
+	Start       time.Time // when the step began (an injection's onset)
+	Spans       int       // step spans sent for it (0 once the job stopped)
+	// Injected are the injections whose onset is this step.
+	Injected []Injection
 }
 
 // DefaultOptions are the settings of the CI suite: a step per second and
@@ -149,9 +165,11 @@ type Cluster struct {
 type NodeInputs struct {
 	Host      string
 	JobID     string
-	PageURL   string // dcgm-exporter /metrics
-	SysfsRoot string // holds class/infiniband
-	FRDir     string // flight-recorder dumps
+	Index     int      // the node's index in its job (Injection.Node)
+	GPUUUIDs  []string // by GPU index (Injection.GPU)
+	PageURL   string   // dcgm-exporter /metrics
+	SysfsRoot string   // holds class/infiniband
+	FRDir     string   // flight-recorder dumps
 }
 
 // NewCluster lays out the selected scenarios' nodes and starts serving
@@ -159,6 +177,9 @@ type NodeInputs struct {
 func NewCluster(opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
 	all, err := Scenarios()
+	if opts.ScenariosYAML != nil {
+		all, err = parseScenarios(opts.ScenariosYAML)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +239,12 @@ func (c *Cluster) Nodes() []NodeInputs {
 	var out []NodeInputs
 	for _, j := range c.jobs {
 		for _, nd := range j.nodes {
-			out = append(out, NodeInputs{Host: nd.host, JobID: j.id, PageURL: c.pageURL(nd), SysfsRoot: nd.sysfsRoot, FRDir: nd.frDir})
+			uuids := make([]string, len(nd.gpus))
+			for g := range uuids {
+				uuids[g] = j.gpuUUID(nd.index, g)
+			}
+			out = append(out, NodeInputs{Host: nd.host, JobID: j.id, Index: nd.index, GPUUUIDs: uuids,
+				PageURL: c.pageURL(nd), SysfsRoot: nd.sysfsRoot, FRDir: nd.frDir})
 		}
 	}
 	return out
@@ -311,7 +337,7 @@ func selectScenarios(all []Scenario, opts Options) ([]Scenario, error) {
 		if len(want) > 0 && !want[sc.Name] {
 			continue
 		}
-		if opts.lightInputs() && sc.Inject != nil && !lightKinds[sc.Inject.Kind] {
+		if opts.lightInputs() && !sc.lightOnly() {
 			continue
 		}
 		if opts.Ranks > 0 {
@@ -341,15 +367,31 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// lightOnly reports whether step spans alone show every injection.
+func (s *Scenario) lightOnly() bool {
+	for _, in := range s.injections() {
+		if !lightKinds[in.Kind] {
+			return false
+		}
+	}
+	return true
+}
+
 // drive runs the job's steps in real time and returns the onset of its
-// injection (zero without one).
+// first injection (zero without one).
 func drive(ctx context.Context, j *job, opts Options, sender *otlpSender) (time.Time, error) {
 	var onset time.Time
 	next := time.Now()
 	for step := 0; step < j.sc.Steps; step++ {
 		start := next
 		next = start.Add(opts.StepPeriod)
-		if in := j.sc.Inject; in != nil && step == in.AtStep {
+		var injected []Injection
+		for _, in := range j.sc.injections() {
+			if step == in.AtStep {
+				injected = append(injected, *in)
+			}
+		}
+		if onset.IsZero() && len(injected) > 0 {
 			onset = start
 		}
 		for _, nd := range j.nodes {
@@ -361,40 +403,62 @@ func drive(ctx context.Context, j *job, opts Options, sender *otlpSender) (time.
 			return onset, ctx.Err()
 		case <-time.After(time.Until(next)):
 		}
-		end := time.Now()
-		for _, nd := range j.nodes {
-			nd.tick(step)
-			if !opts.lightInputs() {
-				if err := nd.writeSysfs(); err != nil {
-					return onset, err
-				}
-			}
-		}
-		if j.stopped {
-			continue
-		}
-		if !opts.lightInputs() {
-			if err := j.recordFlight(step, start, end, ranks); err != nil {
-				return onset, err
-			}
-		}
-		if j.stopped {
-			continue // the step never finished: no step spans
-		}
-		if err := sender.send(ctx, j.stepSpans(step, start, end, ranks, opts.lightInputs())); err != nil {
+		spans, err := j.finishStep(ctx, step, start, ranks, opts, sender)
+		if err != nil {
 			return onset, err
+		}
+		if opts.OnStep != nil {
+			opts.OnStep(StepDone{JobID: j.id, Step: step, Steps: j.sc.Steps, Start: start, Spans: spans, Injected: injected})
 		}
 	}
 	return onset, nil
+}
+
+// finishStep advances the hardware, writes the inputs of a step that
+// began at start and sends its step spans; it returns how many it sent.
+func (j *job) finishStep(ctx context.Context, step int, start time.Time, ranks []rankStep, opts Options, sender *otlpSender) (int, error) {
+	end := time.Now()
+	for _, nd := range j.nodes {
+		nd.tick(step)
+		if !opts.lightInputs() {
+			if err := nd.writeSysfs(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if j.stopped {
+		return 0, nil
+	}
+	if !opts.lightInputs() {
+		if err := j.recordFlight(step, start, end, ranks); err != nil {
+			return 0, err
+		}
+	}
+	if j.stopped {
+		return 0, nil // the step never finished: no step spans
+	}
+	batches := j.stepSpans(step, start, end, ranks, opts.lightInputs())
+	spans := 0
+	for _, b := range batches {
+		spans += b.td.SpanCount()
+	}
+	return spans, sender.send(ctx, batches)
 }
 
 // recordFlight appends the step's collectives to every rank's flight
 // recorder and writes the dumps. A hang or a timed-out collective (after a
 // DBE) stops the job.
 func (j *job) recordFlight(step int, start, end time.Time, ranks []rankStep) error {
-	in := j.sc.Inject
-	hangAt := in != nil && in.Kind == InjectHang && step == in.AtStep
-	timeoutAt := in != nil && in.Kind == InjectDBE && step == in.AtStep+in.DelaySteps
+	var hung, failed *Injection // the injections that stop the job at this step
+	for _, in := range j.sc.injections() {
+		switch {
+		case in.Kind == InjectHang && step == in.AtStep:
+			hung = in
+		case in.Kind == InjectDBE && step == in.AtStep+in.DelaySteps:
+			failed = in
+		}
+	}
+	hangAt, timeoutAt := hung != nil, failed != nil
 	span := end.Sub(start)
 	for _, r := range ranks {
 		nd := j.nodes[r.node]
@@ -416,10 +480,10 @@ func (j *job) recordFlight(step int, start, end time.Time, ranks []rankStep) err
 					break // nothing after the collective that never finishes
 				}
 				e.state, e.retired = "started", false
-				if hangAt && j.isInjectedRank(r.node, r.gpu) {
+				if hangAt && hung.targets(r.node, r.gpu) {
 					break // the hung rank never enqueues it
 				}
-				if timeoutAt && j.isInjectedRank(r.node, r.gpu) {
+				if timeoutAt && failed.targets(r.node, r.gpu) {
 					// the watchdog gave up on it on the rank whose GPU failed
 					e.retired, e.timeoutMs = true, 1000
 				}
@@ -591,6 +655,12 @@ func (sc *Scenario) remapNodes() {
 		in.Node %= sc.Nodes
 		sc.Inject = &in
 	}
+	injects := make([]Injection, len(sc.Injects))
+	for i, in := range sc.Injects {
+		in.Node %= sc.Nodes
+		injects[i] = in
+	}
+	sc.Injects = injects
 	remap := func(es []Expectation) []Expectation {
 		out := make([]Expectation, len(es))
 		for i, e := range es {

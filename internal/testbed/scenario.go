@@ -40,6 +40,8 @@ const (
 )
 
 // Scenario is one simulated job and what the pipeline must conclude.
+// Injects adds injections into the same job beside Inject (cmd/demo runs
+// two faults in one job; the committed suite injects one per job).
 type Scenario struct {
 	Name         string        `yaml:"name"`
 	HardNegative bool          `yaml:"hard_negative"`
@@ -48,6 +50,7 @@ type Scenario struct {
 	Steps        int           `yaml:"steps"`
 	Jitter       float64       `yaml:"jitter"`
 	Inject       *Injection    `yaml:"inject"`
+	Injects      []Injection   `yaml:"injects"`
 	Noise        Noise         `yaml:"noise"`
 	Expect       []Expectation `yaml:"expect"`
 	Allow        []Expectation `yaml:"allow"`
@@ -97,6 +100,12 @@ func Scenarios() ([]Scenario, error) {
 	return parseScenarios(scenariosYAML)
 }
 
+// ParseScenarios reads a scenarios document in the format of the
+// committed scenarios.yaml (Options.ScenariosYAML runs one).
+func ParseScenarios(doc []byte) ([]Scenario, error) {
+	return parseScenarios(doc)
+}
+
 func parseScenarios(doc []byte) ([]Scenario, error) {
 	var f scenarioFile
 	if err := yaml.Unmarshal(doc, &f); err != nil {
@@ -135,23 +144,19 @@ func (s *Scenario) validate() error {
 		return errors.New("name: empty")
 	case s.Nodes <= 0 || s.GPUsPerNode <= 0 || s.Steps <= 0:
 		return errors.New("nodes, gpus_per_node and steps must be positive")
-	case s.HardNegative && (s.Inject != nil || len(s.Expect) > 0 || len(s.Allow) > 0):
+	case s.HardNegative && (len(s.injections()) > 0 || len(s.Expect) > 0 || len(s.Allow) > 0):
 		return errors.New("a hard negative injects, expects and allows nothing")
-	case !s.HardNegative && (s.Inject == nil || len(s.Expect) == 0):
+	case !s.HardNegative && (len(s.injections()) == 0 || len(s.Expect) == 0):
 		return errors.New("a fault scenario needs inject and expect")
 	}
-	if in := s.Inject; in != nil {
-		switch in.Kind {
-		case InjectComputeStraggler, InjectSlowLink, InjectNVLinkDegradation, InjectDBE, InjectThermal,
-			InjectIBFlap, InjectHang, InjectLossNaN, InjectSilentNode:
-		default:
-			return fmt.Errorf("inject.kind: unknown %q", in.Kind)
+	if s.Inject != nil {
+		if err := s.Inject.validate(s); err != nil {
+			return fmt.Errorf("inject%w", err)
 		}
-		if in.AtStep <= 0 || in.AtStep >= s.Steps {
-			return fmt.Errorf("inject.at_step: %d is outside the run's %d steps", in.AtStep, s.Steps)
-		}
-		if in.Node < 0 || in.Node >= s.Nodes || in.GPU < 0 || in.GPU >= s.GPUsPerNode {
-			return fmt.Errorf("inject: node %d gpu %d is outside %d nodes x %d GPUs", in.Node, in.GPU, s.Nodes, s.GPUsPerNode)
+	}
+	for i := range s.Injects {
+		if err := s.Injects[i].validate(s); err != nil {
+			return fmt.Errorf("injects[%d]%w", i, err)
 		}
 	}
 	for _, e := range append(append([]Expectation{}, s.Expect...), s.Allow...) {
@@ -165,6 +170,34 @@ func (s *Scenario) validate() error {
 		}
 	}
 	return nil
+}
+
+func (in *Injection) validate(s *Scenario) error {
+	switch in.Kind {
+	case InjectComputeStraggler, InjectSlowLink, InjectNVLinkDegradation, InjectDBE, InjectThermal,
+		InjectIBFlap, InjectHang, InjectLossNaN, InjectSilentNode:
+	default:
+		return fmt.Errorf(".kind: unknown %q", in.Kind)
+	}
+	if in.AtStep <= 0 || in.AtStep >= s.Steps {
+		return fmt.Errorf(".at_step: %d is outside the run's %d steps", in.AtStep, s.Steps)
+	}
+	if in.Node < 0 || in.Node >= s.Nodes || in.GPU < 0 || in.GPU >= s.GPUsPerNode {
+		return fmt.Errorf(": node %d gpu %d is outside %d nodes x %d GPUs", in.Node, in.GPU, s.Nodes, s.GPUsPerNode)
+	}
+	return nil
+}
+
+// injections lists every injection of the scenario: inject, then injects.
+func (s *Scenario) injections() []*Injection {
+	var out []*Injection
+	if s.Inject != nil {
+		out = append(out, s.Inject)
+	}
+	for i := range s.Injects {
+		out = append(out, &s.Injects[i])
+	}
+	return out
 }
 
 // Ranks is the scenario's world size.

@@ -70,17 +70,17 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 	copyTree(t, filepath.Join(root, "receiver", "ibreceiver", "testdata", "procfs-sys"), sysfs)
 	xmitFile := filepath.Join(sysfs, "class", "infiniband", "mlx5_0", "ports", "1", "counters", "port_xmit_data")
 
-	gwHealth := freeAddr(t)
+	gwHealth, gwTelemetry := freeAddr(t), freeAddr(t)
 	gateway := startProcess(t, "gateway", []string{
 		"KAFKA_BROKERS=" + proxyAddr,
 		"PROMETHEUS_REMOTE_WRITE_URL=" + prom.writeURL(),
 		"LOKI_OTLP_ENDPOINT=http://" + freeAddr(t) + "/otlp",
 		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+		"OTELCOL_GPU_TELEMETRY_PORT=" + port(gwTelemetry),
 	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
 
-	agentHealth := freeAddr(t)
+	agentHealth, agentTelemetry := freeAddr(t), freeAddr(t)
 	agent := startProcess(t, "agent", []string{
 		"KAFKA_BROKERS=" + proxyAddr,
 		"SYSFS_ROOT=" + sysfs,
@@ -89,7 +89,7 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 		"OTLP_GRPC_ENDPOINT=" + freeAddr(t),
 		"OTLP_HTTP_ENDPOINT=" + freeAddr(t),
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + agentHealth,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+		"OTELCOL_GPU_TELEMETRY_PORT=" + port(agentTelemetry),
 	}, agentBin, "--config", filepath.Join(root, "distributions", "agent", "config.yaml"))
 	all := []*process{broker, gateway, agent, prom.proc}
 	waitHTTP(t, "http://"+gwHealth+"/", gateway)
@@ -178,6 +178,10 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 		if err != nil || len(samples) == 0 {
 			t.Errorf("ib_port_state >= 4: %d series, %v", len(samples), err)
 		}
+	})
+
+	t.Run("every dashboard query evaluates against this data", func(t *testing.T) {
+		checkDashboardQueries(t, prom, map[string]string{agentJob: agentTelemetry, gatewayJob: gwTelemetry}, all...)
 	})
 
 	t.Run("kcat reads valid OTLP protobuf from otlp_metrics", func(t *testing.T) {
