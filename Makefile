@@ -9,8 +9,11 @@ GO        ?= go
 TOOLS_BIN := $(CURDIR)/.tools/bin
 OCB_VERSION         := v0.165.0
 STATICCHECK_VERSION := v0.8.2
+# v5.8.3 needs Go 1.27.
+KUSTOMIZE_VERSION   := v5.8.2
 OCB         := $(TOOLS_BIN)/builder
 STATICCHECK := $(TOOLS_BIN)/staticcheck
+KUSTOMIZE   := $(TOOLS_BIN)/kustomize
 
 # go-dcgm is served by the module proxy but unknown to the checksum database;
 # go.sum pins it.
@@ -32,13 +35,16 @@ TEST_DEPS := prometheus:prometheus kcat:kcat slurmctld:slurmctld slurmd:slurmd s
 
 build: $(BINARIES)
 
-tools: $(OCB) $(STATICCHECK)
+tools: $(OCB) $(STATICCHECK) $(KUSTOMIZE)
 
 $(OCB):
 	GOBIN=$(TOOLS_BIN) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 
 $(STATICCHECK):
 	GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(KUSTOMIZE):
+	GOBIN=$(TOOLS_BIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 # ocb generates a module under _build/<name> (replace => this repo) and
 # compiles it; the Go build cache is shared by the three builds.
@@ -75,9 +81,11 @@ unit-test:
 
 # The remediation platforms against real servers: a kube-apiserver and etcd
 # built from the module proxy (tools/envtest, kept in .tools/envtest-bin)
-# and a Slurm controller with slurmd daemons from Debian.
-platform-test: envtest-bin e2e-deps
-	$(GO) test -race -count=1 -timeout 20m -tags envtest,slurm ./exporter/...
+# and a Slurm controller with slurmd daemons from Debian; and every
+# Kubernetes manifest of deploy/, rendered by kustomize and dry-run against
+# that API server.
+platform-test: envtest-bin e2e-deps $(KUSTOMIZE)
+	$(GO) test -race -count=1 -timeout 20m -tags envtest,slurm ./exporter/... ./deploy/...
 
 envtest-bin:
 	tools/envtest/build.sh
@@ -100,9 +108,9 @@ lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/... ./internal/testbed/...
-	$(GO) vet -tags envtest,slurm ./exporter/...
+	$(GO) vet -tags envtest,slurm ./exporter/... ./deploy/...
 	$(STATICCHECK) ./...
-	$(STATICCHECK) -tags envtest,slurm ./exporter/...
+	$(STATICCHECK) -tags envtest,slurm ./exporter/... ./deploy/...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,422 @@
+//go:build envtest
+
+// Renders every overlay with the kustomize CLI and dry-runs each object
+// (dryRun=All, strict field validation) against a real kube-apiserver and
+// etcd (controller-runtime's envtest). Needs:
+//
+//	make envtest-bin
+//	GOBIN=$PWD/.tools/bin go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
+//	go test -tags envtest -run TestEnvtestOverlays -v ./deploy/kubernetes/
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// strimziGroup: Strimzi's CRDs are not installed in the test API server;
+// strimzi_test.go checks those objects against the collector configs.
+const strimziGroup = "kafka.strimzi.io"
+
+// startAPIServer starts kube-apiserver and etcd from .tools/envtest-bin (or
+// $ENVTEST_BIN_DIR), as exporter/remediationexporter's envtest tests do.
+// Missing binaries fail: a skip would let `make platform-test` pass without
+// an API server.
+func startAPIServer(t *testing.T) *rest.Config {
+	t.Helper()
+	dir := os.Getenv("ENVTEST_BIN_DIR")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, ".tools", "envtest-bin")
+	}
+	dir, err := filepath.Abs(dir)
+	require.NoError(t, err)
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			t.Fatalf("envtest binary %s missing in %s: run tools/envtest/build.sh (or make envtest-bin) first", bin, dir)
+		}
+	}
+	ctrllog.SetLogger(logr.Discard())
+	useExisting := false
+	env := &envtest.Environment{BinaryAssetsDirectory: dir, UseExistingCluster: &useExisting}
+	cfg, err := env.Start()
+	require.NoError(t, err, "start kube-apiserver and etcd")
+	t.Cleanup(func() { assert.NoError(t, env.Stop()) })
+	return cfg
+}
+
+// kustomizeBuild renders dir with the kustomize CLI ($KUSTOMIZE, else
+// .tools/bin/kustomize).
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	bin := os.Getenv("KUSTOMIZE")
+	if bin == "" {
+		bin = filepath.Join(repoRoot, ".tools", "bin", "kustomize")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("kustomize missing at %s: GOBIN=$PWD/.tools/bin go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2", bin)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "build", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kustomize build %s: %s", dir, stderr.String())
+
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if m != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+	require.NotEmpty(t, objs)
+	return objs
+}
+
+type apiClient struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+func newAPIClient(t *testing.T, cfg *rest.Config) *apiClient {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	return &apiClient{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
+}
+
+func (c *apiClient) resource(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvk := obj.GroupVersionKind()
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return c.dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
+	}
+	return c.dyn.Resource(m.Resource), nil
+}
+
+// TestEnvtestOverlays: each overlay renders, and the API server accepts
+// every object of it (server-side dry run after the namespaces were
+// created for real); the assertions on what the objects say follow.
+func TestEnvtestOverlays(t *testing.T) {
+	c := newAPIClient(t, startAPIServer(t))
+	ctx := context.Background()
+	for _, overlay := range []string{"dev", "production"} {
+		t.Run(overlay, func(t *testing.T) {
+			objs := kustomizeBuild(t, filepath.Join("overlays", overlay))
+
+			// Namespaces for real: a dry-run namespace does not exist for
+			// the dry runs of the objects inside it.
+			for _, obj := range objs {
+				if obj.GetKind() != "Namespace" {
+					continue
+				}
+				res, err := c.resource(obj)
+				require.NoError(t, err)
+				_, err = res.Create(ctx, obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+				if !apierrors.IsAlreadyExists(err) {
+					require.NoError(t, err, "namespace %s", obj.GetName())
+				}
+			}
+			var noCRD []string
+			for _, obj := range objs {
+				id := obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+				res, err := c.resource(obj)
+				if meta.IsNoMatchError(err) {
+					require.Equal(t, strimziGroup, obj.GroupVersionKind().Group, "%s: the API server does not know this kind", id)
+					noCRD = append(noCRD, obj.GetKind())
+					continue
+				}
+				require.NoError(t, err, id)
+				if obj.GetKind() == "Namespace" {
+					continue
+				}
+				_, err = res.Create(ctx, obj, metav1.CreateOptions{
+					DryRun:          []string{metav1.DryRunAll},
+					FieldValidation: metav1.FieldValidationStrict,
+				})
+				assert.NoError(t, err, "dry run of %s", id)
+			}
+			if overlay == "dev" {
+				// The single-node Kafka is part of dev only.
+				assert.ElementsMatch(t, []string{"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaTopic", "KafkaTopic", "KafkaTopic"}, noCRD)
+				checkDevKafka(t, objs)
+			} else {
+				assert.Empty(t, noCRD)
+			}
+			checkAgent(t, objs, overlay)
+			checkGateway(t, objs, overlay)
+		})
+	}
+}
+
+// typed finds the one object of kind (and name, when not empty) and
+// converts it to T.
+func typed[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			found = append(found, o)
+		}
+	}
+	require.Len(t, found, 1, "%s %s", kind, name)
+	out := new(T)
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(found[0].Object, out, true))
+	return out
+}
+
+func envVar(c corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string) {
+	ds := typed[appsv1.DaemonSet](t, objs, "DaemonSet", "otelcol-gpu-agent")
+	pod := ds.Spec.Template.Spec
+	require.Len(t, pod.Containers, 1)
+	agent := pod.Containers[0]
+	assert.Equal(t, "ghcr.io/otelcol-gpu/otelcol-gpu-agent:0.1.0", agent.Image)
+
+	for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+		sc := c.SecurityContext
+		require.NotNil(t, sc, c.Name)
+		assert.False(t, sc.Privileged != nil && *sc.Privileged, "%s: privileged", c.Name)
+		assert.False(t, sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation, "%s: privilege escalation", c.Name)
+		assert.True(t, sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem, "%s: writable root", c.Name)
+		require.NotNil(t, sc.Capabilities, c.Name)
+		assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop, c.Name)
+	}
+	assert.Equal(t, []corev1.Capability{"SYSLOG"}, agent.SecurityContext.Capabilities.Add, "only CAP_SYSLOG, for /dev/kmsg")
+	assert.False(t, pod.HostNetwork || pod.HostPID || pod.HostIPC)
+
+	// host path -> the container's mount of it.
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range agent.VolumeMounts {
+		if v := volumes[m.Name]; v.HostPath != nil {
+			mounts[v.HostPath.Path] = m
+		}
+	}
+	for path, readOnly := range map[string]bool{
+		"/sys":                           true,
+		"/dev/kmsg":                      true,
+		"/var/lib/kubelet/pod-resources": true,
+		"/var/run/torch-fr":              true,
+		"/var/run/nccl-inspector":        true,
+		"/var/lib/otelcol-gpu/agent":     false,
+	} {
+		m, ok := mounts[path]
+		if assert.True(t, ok, "no hostPath mount of %s", path) {
+			assert.Equal(t, readOnly, m.ReadOnly, "%s read-only", path)
+		}
+	}
+	assert.Equal(t, corev1.HostPathCharDev, *volumes[mounts["/dev/kmsg"].Name].HostPath.Type)
+	assert.Equal(t, mounts["/sys"].MountPath, envVar(agent, "SYSFS_ROOT").Value, "SYSFS_ROOT is the host's /sys")
+	assert.Equal(t, mounts["/var/lib/otelcol-gpu/agent"].MountPath, envVar(agent, "OTELCOL_GPU_STORAGE_DIR").Value, "queue and offsets on the host")
+	assert.Equal(t, mounts["/var/run/torch-fr"].MountPath, envVar(agent, "NCCL_FR_DIR").Value)
+	assert.Equal(t, mounts["/var/run/nccl-inspector"].MountPath, envVar(agent, "NCCL_INSPECTOR_DIR").Value)
+	assert.Equal(t, "/var/lib/kubelet/pod-resources", mounts["/var/lib/kubelet/pod-resources"].MountPath, "the dcgm receiver's default socket path")
+
+	host := envVar(agent, "OTELCOL_GPU_HOST_NAME")
+	require.NotNil(t, host)
+	require.NotNil(t, host.ValueFrom)
+	assert.Equal(t, "spec.nodeName", host.ValueFrom.FieldRef.FieldPath)
+	for _, name := range []string{"KAFKA_BROKERS", "DCGM_ENDPOINT"} {
+		e := envVar(agent, name)
+		if assert.NotNil(t, e, name) && assert.NotNil(t, e.ValueFrom, name) {
+			assert.Equal(t, "otelcol-gpu-endpoints", e.ValueFrom.ConfigMapKeyRef.Name, name)
+		}
+	}
+	checkProbes(t, agent, "OTELCOL_GPU_HEALTH_ENDPOINT")
+
+	assert.Equal(t, "true", pod.NodeSelector["nvidia.com/gpu.present"])
+	assert.True(t, slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == "nvidia.com/gpu" && tol.Operator == corev1.TolerationOpExists
+	}), "tolerates nvidia.com/gpu taints")
+	assert.True(t, slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == "otelcol-gpu.io/gpu-fault" && tol.Operator == corev1.TolerationOpExists && tol.Effect == ""
+	}), "keeps reporting on a node remediation quarantined, whatever the taint effect")
+
+	lim := agent.Resources.Limits[corev1.ResourceMemory]
+	req := agent.Resources.Requests
+	if overlay == "dev" {
+		assert.Equal(t, "256Mi", lim.String())
+		assert.Equal(t, "100m", req.Cpu().String())
+		assert.Equal(t, "128Mi", req.Memory().String())
+	} else {
+		assert.Equal(t, "512Mi", lim.String())
+	}
+	checkConfigVolume(t, objs, pod, "agent")
+
+	svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-agent-metrics")
+	assert.Equal(t, "true", svc.Annotations["prometheus.io/scrape"])
+	assert.Equal(t, "8888", svc.Annotations["prometheus.io/port"])
+	assert.Equal(t, "8888", envVar(agent, "OTELCOL_GPU_TELEMETRY_PORT").Value)
+	assert.Equal(t, "0.0.0.0", envVar(agent, "OTELCOL_GPU_TELEMETRY_HOST").Value)
+}
+
+// checkProbes: the health_check extension listens beyond loopback, on the
+// port the probes ask.
+func checkProbes(t *testing.T, c corev1.Container, env string) {
+	t.Helper()
+	endpoint := envVar(c, env)
+	require.NotNil(t, endpoint, env)
+	host, port, ok := strings.Cut(endpoint.Value, ":")
+	require.True(t, ok)
+	assert.Equal(t, "0.0.0.0", host, "health_check bound for the kubelet")
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		require.NotNil(t, p, c.Name)
+		require.NotNil(t, p.HTTPGet)
+		named := slices.IndexFunc(c.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == p.HTTPGet.Port.String() })
+		require.GreaterOrEqual(t, named, 0, "probe port %s", p.HTTPGet.Port.String())
+		assert.Equal(t, port, strconv.Itoa(int(c.Ports[named].ContainerPort)), "probe port = health_check port")
+	}
+}
+
+// checkConfigVolume: the pod mounts the generated ConfigMap, whose
+// config.yaml is the distribution's config.
+func checkConfigVolume(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, distribution string) {
+	t.Helper()
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "config" })
+	require.GreaterOrEqual(t, i, 0)
+	name := pod.Volumes[i].ConfigMap.Name
+	assert.True(t, strings.HasPrefix(name, "otelcol-gpu-"+distribution+"-config-"), "generated name with hash: %s", name)
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", name)
+	want, err := os.ReadFile(filepath.Join(repoRoot, "distributions", distribution, "config.yaml"))
+	require.NoError(t, err)
+	if cm.Data["config.yaml"] != string(want) {
+		t.Errorf("ConfigMap %s is not distributions/%s/config.yaml: run deploy/kubernetes/sync-configs.sh", name, distribution)
+	}
+}
+
+func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay string) {
+	sts := typed[appsv1.StatefulSet](t, objs, "StatefulSet", "otelcol-gpu-gateway")
+	pod := sts.Spec.Template.Spec
+	require.Len(t, pod.Containers, 1)
+	gw := pod.Containers[0]
+
+	id := envVar(gw, "KAFKA_GROUP_INSTANCE_ID")
+	require.NotNil(t, id, "KAFKA_GROUP_INSTANCE_ID")
+	require.NotNil(t, id.ValueFrom)
+	require.NotNil(t, id.ValueFrom.FieldRef)
+	assert.Equal(t, "metadata.name", id.ValueFrom.FieldRef.FieldPath, "static membership id = pod name")
+
+	headless := typed[corev1.Service](t, objs, "Service", sts.Spec.ServiceName)
+	assert.Equal(t, corev1.ClusterIPNone, headless.Spec.ClusterIP)
+	typed[corev1.ServiceAccount](t, objs, "ServiceAccount", pod.ServiceAccountName)
+	assert.Equal(t, "otelcol-gpu-gateway", pod.ServiceAccountName, "deploy/rbac's subject")
+
+	for _, name := range []string{"KAFKA_BROKERS", "PROMETHEUS_REMOTE_WRITE_URL", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT"} {
+		e := envVar(gw, name)
+		if assert.NotNil(t, e, name) && assert.NotNil(t, e.ValueFrom, name) {
+			assert.Equal(t, "otelcol-gpu-endpoints", e.ValueFrom.ConfigMapKeyRef.Name, name)
+		}
+	}
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-endpoints")
+	assert.NotEmpty(t, cm.Data["KAFKA_BROKERS"])
+
+	sc := gw.SecurityContext
+	require.NotNil(t, sc)
+	assert.False(t, sc.Privileged != nil && *sc.Privileged)
+	assert.True(t, pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot)
+	assert.Empty(t, sc.Capabilities.Add)
+	checkProbes(t, gw, "OTELCOL_GPU_HEALTH_ENDPOINT")
+	checkConfigVolume(t, objs, pod, "gateway")
+
+	pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "otelcol-gpu-gateway")
+	assert.Equal(t, "1", pdb.Spec.MaxUnavailable.String())
+	assert.Equal(t, sts.Spec.Selector.MatchLabels, pdb.Spec.Selector.MatchLabels)
+	require.NotNil(t, pod.Affinity)
+	require.NotNil(t, pod.Affinity.PodAntiAffinity)
+
+	dryRun := envVar(gw, "REMEDIATION_DRY_RUN")
+	require.NotNil(t, dryRun)
+	if overlay == "dev" {
+		assert.EqualValues(t, 1, *sts.Spec.Replicas)
+		assert.Equal(t, "true", dryRun.Value)
+		assert.Equal(t, []string{"--config=/etc/otelcol-gpu/config.yaml"}, gw.Args)
+	} else {
+		assert.EqualValues(t, 3, *sts.Spec.Replicas)
+		assert.Equal(t, "false", dryRun.Value)
+		assert.NotEmpty(t, pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "one gateway per node")
+		// The Kubernetes platform's config, merged over the shipped one,
+		// from the generated ConfigMap.
+		require.Len(t, gw.Args, 2)
+		extra := strings.TrimPrefix(gw.Args[1], "--config=")
+		m := slices.IndexFunc(gw.VolumeMounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(extra, m.MountPath+"/") })
+		require.GreaterOrEqual(t, m, 0, "%s is not mounted", extra)
+		v := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == gw.VolumeMounts[m].Name })
+		require.GreaterOrEqual(t, v, 0)
+		rem := typed[corev1.ConfigMap](t, objs, "ConfigMap", pod.Volumes[v].ConfigMap.Name)
+		want, err := os.ReadFile(filepath.Join("overlays", "production", "remediation-kubernetes.yaml"))
+		require.NoError(t, err)
+		assert.Equal(t, string(want), rem.Data[filepath.Base(extra)])
+	}
+}
+
+// checkDevKafka: the dev overlay's Kafka is one node, so every topic has
+// one replica (the topics themselves are checked in strimzi_test.go).
+func checkDevKafka(t *testing.T, objs []*unstructured.Unstructured) {
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "KafkaTopic":
+			replicas, _, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas")
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, replicas, o.GetName())
+			isr, _, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "config", "min.insync.replicas")
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, isr, o.GetName())
+		case "KafkaNodePool":
+			replicas, _, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas")
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, replicas)
+		case "KafkaUser":
+			t.Errorf("dev Kafka has no authentication: KafkaUser %s must not be rendered", o.GetName())
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package kubernetes
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Strimzi's custom resources, as far as these tests read them.
+type kafkaTopic struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		TopicName  string         `json:"topicName"`
+		Partitions int            `json:"partitions"`
+		Replicas   int            `json:"replicas"`
+		Config     map[string]any `json:"config"`
+	} `json:"spec"`
+}
+
+type kafkaUser struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Authentication struct {
+			Type string `json:"type"`
+		} `json:"authentication"`
+		Authorization struct {
+			ACLs []struct {
+				Resource struct {
+					Type        string `json:"type"`
+					Name        string `json:"name"`
+					PatternType string `json:"patternType"`
+				} `json:"resource"`
+				Operations []string `json:"operations"`
+			} `json:"acls"`
+		} `json:"authorization"`
+	} `json:"spec"`
+}
+
+// kafkaMaxMessageBytes is Kafka's default message.max.bytes, which the
+// example states on the broker and on every topic.
+const kafkaMaxMessageBytes = 1048588
+
+// collectorKafka is what a collector config says about Kafka: the topics
+// it writes and reads, its consumer groups, its producers' message limits.
+type collectorKafka struct {
+	produces, consumes, groups []string
+	maxMessageBytes            []int
+}
+
+func readCollectorKafka(t *testing.T, distribution string) collectorKafka {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "distributions", distribution, "config.yaml"))
+	require.NoError(t, err)
+	var cfg struct {
+		Receivers map[string]map[string]any `json:"receivers"`
+		Exporters map[string]map[string]any `json:"exporters"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	var k collectorKafka
+	for name, exp := range cfg.Exporters {
+		if name != "kafka" && !strings.HasPrefix(name, "kafka/") {
+			continue
+		}
+		for _, signal := range []string{"metrics", "logs", "traces"} {
+			if s, ok := exp[signal].(map[string]any); ok {
+				if topic, ok := s["topic"].(string); ok {
+					k.produces = append(k.produces, topic)
+				}
+			}
+		}
+		producer, _ := exp["producer"].(map[string]any)
+		maxBytes, ok := producer["max_message_bytes"].(float64)
+		require.True(t, ok, "%s: exporter %s sets no producer.max_message_bytes", distribution, name)
+		k.maxMessageBytes = append(k.maxMessageBytes, int(maxBytes))
+	}
+	for name, rcv := range cfg.Receivers {
+		if !strings.HasPrefix(name, "kafka/") {
+			continue
+		}
+		if g, ok := rcv["group_id"].(string); ok {
+			k.groups = append(k.groups, g)
+		}
+		for _, signal := range []string{"metrics", "logs", "traces"} {
+			if s, ok := rcv[signal].(map[string]any); ok {
+				topics, _ := s["topics"].([]any)
+				for _, topic := range topics {
+					k.consumes = append(k.consumes, fmt.Sprint(topic))
+				}
+			}
+		}
+	}
+	return k
+}
+
+// readDocs splits a multi-document YAML file and decodes every document.
+func readDocs[T any](t *testing.T, path string) []T {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []T
+	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+		var v T
+		require.NoError(t, yaml.Unmarshal(doc, &v), path)
+		out = append(out, v)
+	}
+	return out
+}
+
+func strimziTopics(t *testing.T) map[string]kafkaTopic {
+	topics := map[string]kafkaTopic{}
+	for _, kt := range readDocs[kafkaTopic](t, filepath.Join("..", "kafka", "strimzi", "topics.yaml")) {
+		require.Equal(t, "KafkaTopic", kt.Kind)
+		topics[kt.Spec.TopicName] = kt
+	}
+	return topics
+}
+
+// TestStrimziTopicsMatchCollectorConfigs: Strimzi's CRDs are not in the
+// test API server, so the example is checked against the collector
+// configs here: every topic the agent or gateway uses exists, accepts the
+// largest message the producers send, and survives one broker down.
+func TestStrimziTopicsMatchCollectorConfigs(t *testing.T) {
+	agent := readCollectorKafka(t, "agent")
+	gateway := readCollectorKafka(t, "gateway")
+	require.ElementsMatch(t, []string{"otlp_metrics", "otlp_logs", "otlp_spans", "gpu_faults"}, agent.produces)
+	require.Contains(t, gateway.produces, "gpu_faults")
+	require.NotEmpty(t, gateway.consumes)
+
+	gatewayReplicas := baseGatewayReplicas(t)
+	topics := strimziTopics(t)
+	require.Len(t, topics, 4)
+	for _, name := range slices.Concat(agent.produces, gateway.produces, gateway.consumes) {
+		kt, ok := topics[name]
+		if !assert.True(t, ok, "no KafkaTopic for %s", name) {
+			continue
+		}
+		assert.EqualValues(t, kafkaMaxMessageBytes, kt.Spec.Config["max.message.bytes"], name)
+		for _, max := range slices.Concat(agent.maxMessageBytes, gateway.maxMessageBytes) {
+			assert.Less(t, max, kafkaMaxMessageBytes, "%s: producer.max_message_bytes must stay below the topic's max.message.bytes", name)
+		}
+		assert.Equal(t, 3, kt.Spec.Replicas, name)
+		assert.EqualValues(t, 2, kt.Spec.Config["min.insync.replicas"], name)
+		assert.Equal(t, "delete", kt.Spec.Config["cleanup.policy"], name)
+		assert.Zero(t, kt.Spec.Partitions%gatewayReplicas, "%s: %d partitions do not spread evenly over %d gateways", name, kt.Spec.Partitions, gatewayReplicas)
+	}
+	assert.EqualValues(t, 24*3600*1000, topics["otlp_spans"].Spec.Config["retention.ms"], "spans: 24 h")
+	assert.EqualValues(t, 30*24*3600*1000, topics["gpu_faults"].Spec.Config["retention.ms"], "faults: 30 days")
+
+	var kafka struct {
+		Spec struct {
+			Kafka struct {
+				Config map[string]any `json:"config"`
+			} `json:"kafka"`
+		} `json:"spec"`
+		Kind string `json:"kind"`
+	}
+	for _, doc := range readDocs[map[string]any](t, filepath.Join("..", "kafka", "strimzi", "kafka.yaml")) {
+		if doc["kind"] == "Kafka" {
+			b, err := yaml.Marshal(doc)
+			require.NoError(t, err)
+			require.NoError(t, yaml.Unmarshal(b, &kafka))
+		}
+	}
+	require.Equal(t, "Kafka", kafka.Kind)
+	assert.EqualValues(t, kafkaMaxMessageBytes, kafka.Spec.Kafka.Config["message.max.bytes"])
+	assert.EqualValues(t, false, kafka.Spec.Kafka.Config["auto.create.topics.enable"])
+}
+
+// TestStrimziUsersACLs: the agent may write its topics, the gateway read
+// its topics in its consumer groups and write fault records, and no more.
+func TestStrimziUsersACLs(t *testing.T) {
+	agent := readCollectorKafka(t, "agent")
+	gateway := readCollectorKafka(t, "gateway")
+	users := map[string]kafkaUser{}
+	for _, u := range readDocs[kafkaUser](t, filepath.Join("..", "kafka", "strimzi", "users.yaml")) {
+		require.Equal(t, "KafkaUser", u.Kind)
+		assert.Equal(t, "scram-sha-512", u.Spec.Authentication.Type, u.Metadata.Name)
+		users[u.Metadata.Name] = u
+	}
+	require.Contains(t, users, "otelcol-gpu-agent")
+	require.Contains(t, users, "otelcol-gpu-gateway")
+
+	allowed := func(u kafkaUser, typ, name, op string) bool {
+		for _, acl := range u.Spec.Authorization.ACLs {
+			r := acl.Resource
+			match := r.Name == name || (r.PatternType == "prefix" && strings.HasPrefix(name, r.Name))
+			if r.Type == typ && match && slices.Contains(acl.Operations, op) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, topic := range agent.produces {
+		assert.True(t, allowed(users["otelcol-gpu-agent"], "topic", topic, "Write"), "agent writes %s", topic)
+		assert.False(t, allowed(users["otelcol-gpu-agent"], "topic", topic, "Read"), "agent never reads %s", topic)
+	}
+	for _, topic := range gateway.consumes {
+		assert.True(t, allowed(users["otelcol-gpu-gateway"], "topic", topic, "Read"), "gateway reads %s", topic)
+	}
+	for _, topic := range gateway.produces {
+		assert.True(t, allowed(users["otelcol-gpu-gateway"], "topic", topic, "Write"), "gateway writes %s", topic)
+	}
+	require.NotEmpty(t, gateway.groups)
+	for _, group := range gateway.groups {
+		assert.True(t, allowed(users["otelcol-gpu-gateway"], "group", group, "Read"), "gateway consumer group %s", group)
+	}
+	assert.False(t, allowed(users["otelcol-gpu-gateway"], "group", "someone-else", "Read"))
+}
+
+func baseGatewayReplicas(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("base", "gateway-statefulset.yaml"))
+	require.NoError(t, err)
+	var sts appsv1.StatefulSet
+	require.NoError(t, yaml.UnmarshalStrict(b, &sts))
+	require.NotNil(t, sts.Spec.Replicas)
+	return int(*sts.Spec.Replicas)
+}
