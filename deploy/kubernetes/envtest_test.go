@@ -292,6 +292,7 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 		assert.Equal(t, "512Mi", lim.String())
 	}
 	checkConfigVolume(t, objs, pod, "agent")
+	checkKafkaSecurity(t, objs, pod, agent, "agent", overlay)
 
 	svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-agent-metrics")
 	assert.Equal(t, "true", svc.Annotations["prometheus.io/scrape"])
@@ -367,6 +368,7 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	assert.Empty(t, sc.Capabilities.Add)
 	checkProbes(t, gw, "OTELCOL_GPU_HEALTH_ENDPOINT")
 	checkConfigVolume(t, objs, pod, "gateway")
+	checkKafkaSecurity(t, objs, pod, gw, "gateway", overlay)
 
 	pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "otelcol-gpu-gateway")
 	assert.Equal(t, "1", pdb.Spec.MaxUnavailable.String())
@@ -384,18 +386,173 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 		assert.EqualValues(t, 3, *sts.Spec.Replicas)
 		assert.Equal(t, "false", dryRun.Value)
 		assert.NotEmpty(t, pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "one gateway per node")
-		// The Kubernetes platform's config, merged over the shipped one,
-		// from the generated ConfigMap.
-		require.Len(t, gw.Args, 2)
-		extra := strings.TrimPrefix(gw.Args[1], "--config=")
-		m := slices.IndexFunc(gw.VolumeMounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(extra, m.MountPath+"/") })
-		require.GreaterOrEqual(t, m, 0, "%s is not mounted", extra)
-		v := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == gw.VolumeMounts[m].Name })
-		require.GreaterOrEqual(t, v, 0)
-		rem := typed[corev1.ConfigMap](t, objs, "ConfigMap", pod.Volumes[v].ConfigMap.Name)
+		// The shipped config, the Kubernetes platform's config merged over
+		// it (from the generated ConfigMap), and Kafka TLS/SASL
+		// (checkKafkaSecurity).
+		require.Len(t, gw.Args, 3)
+		assert.Equal(t, "--config=/etc/otelcol-gpu/config.yaml", gw.Args[0])
 		want, err := os.ReadFile(filepath.Join("overlays", "production", "remediation-kubernetes.yaml"))
 		require.NoError(t, err)
-		assert.Equal(t, string(want), rem.Data[filepath.Base(extra)])
+		assert.Equal(t, string(want), mountedConfigMapFile(t, objs, pod, gw, strings.TrimPrefix(gw.Args[1], "--config=")))
+	}
+}
+
+// mountedVolume is the volume mounted in c at the directory of path, and
+// the file's name relative to that mount.
+func mountedVolume(t *testing.T, pod corev1.PodSpec, c corev1.Container, path string) (corev1.Volume, string) {
+	t.Helper()
+	m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(path, m.MountPath+"/") })
+	require.GreaterOrEqual(t, m, 0, "%s: %s is not mounted", c.Name, path)
+	v := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[m].Name })
+	require.GreaterOrEqual(t, v, 0, "%s: no volume %s", c.Name, c.VolumeMounts[m].Name)
+	return pod.Volumes[v], strings.TrimPrefix(path, c.VolumeMounts[m].MountPath+"/")
+}
+
+// mountedConfigMapFile is the content of the file at path in c, which must
+// come from a rendered ConfigMap.
+func mountedConfigMapFile(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, c corev1.Container, path string) string {
+	t.Helper()
+	v, key := mountedVolume(t, pod, c, path)
+	require.NotNil(t, v.ConfigMap, "%s: %s is not from a ConfigMap", c.Name, path)
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", v.ConfigMap.Name)
+	data, ok := cm.Data[key]
+	require.True(t, ok, "ConfigMap %s has no key %s", cm.Name, key)
+	return data
+}
+
+// kafkaTLSSASLFragment is the file name of distributions/*/kafka-tls-sasl.yaml.
+const kafkaTLSSASLFragment = "kafka-tls-sasl.yaml"
+
+// checkKafkaSecurity: production merges distributions/<distribution>/
+// kafka-tls-sasl.yaml over the shipped config and connects to the Strimzi
+// example's TLS listener as the distribution's KafkaUser, with the
+// password and cluster CA from Strimzi's Secrets (mirrored, documented in
+// deploy/README.md); dev talks to its unauthenticated Kafka in plain text.
+func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, c corev1.Container, distribution, overlay string) {
+	t.Helper()
+	brokers := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-endpoints").Data["KAFKA_BROKERS"]
+	if overlay == "dev" {
+		for _, arg := range c.Args {
+			assert.NotContains(t, arg, kafkaTLSSASLFragment, "%s: dev Kafka has no authentication", c.Name)
+		}
+		for _, name := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_SASL_MECHANISM", "KAFKA_TLS_CA_FILE"} {
+			assert.Nil(t, envVar(c, name), "%s: %s in dev", c.Name, name)
+		}
+		// The rendered dev Kafka: the bootstrap's listener has no
+		// authentication and no TLS.
+		i := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Kafka" })
+		require.GreaterOrEqual(t, i, 0, "dev renders its Kafka")
+		// Not typed: kafkaCluster holds only the fields read here.
+		var kafka kafkaCluster
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objs[i].Object, &kafka))
+		l := slices.IndexFunc(kafka.Spec.Kafka.Listeners, func(l kafkaListener) bool { return kafka.bootstrap(l) == brokers })
+		require.GreaterOrEqual(t, l, 0, "dev KAFKA_BROKERS %s is no listener of the dev Kafka", brokers)
+		assert.Nil(t, kafka.Spec.Kafka.Listeners[l].Authentication)
+		assert.False(t, kafka.Spec.Kafka.Listeners[l].TLS)
+		return
+	}
+
+	// The fragment, from the config ConfigMap, as a further --config.
+	i := slices.IndexFunc(c.Args, func(arg string) bool {
+		return strings.HasPrefix(arg, "--config=") && strings.HasSuffix(arg, "/"+kafkaTLSSASLFragment)
+	})
+	require.GreaterOrEqual(t, i, 0, "%s: no --config=.../%s in %v", c.Name, kafkaTLSSASLFragment, c.Args)
+	assert.Equal(t, "--config=/etc/otelcol-gpu/config.yaml", c.Args[0], "%s: the shipped config first", c.Name)
+	want, err := os.ReadFile(filepath.Join(repoRoot, "distributions", distribution, kafkaTLSSASLFragment))
+	require.NoError(t, err)
+	assert.Equal(t, string(want), mountedConfigMapFile(t, objs, pod, c, strings.TrimPrefix(c.Args[i], "--config=")),
+		"%s: not distributions/%s/%s (run deploy/kubernetes/sync-configs.sh)", c.Name, distribution, kafkaTLSSASLFragment)
+
+	// The distribution's KafkaUser and the password Strimzi generated for it.
+	users := readStrimziUsers(t)
+	user := "otelcol-gpu-" + distribution
+	require.Contains(t, users, user, "deploy/kafka/strimzi/users.yaml")
+	username := envVar(c, "KAFKA_SASL_USERNAME")
+	if assert.NotNil(t, username, "%s: KAFKA_SASL_USERNAME", c.Name) {
+		assert.Equal(t, user, username.Value)
+	}
+	password := envVar(c, "KAFKA_SASL_PASSWORD")
+	if assert.NotNil(t, password, "%s: KAFKA_SASL_PASSWORD", c.Name) &&
+		assert.NotNil(t, password.ValueFrom, c.Name) && assert.NotNil(t, password.ValueFrom.SecretKeyRef, c.Name) {
+		ref := password.ValueFrom.SecretKeyRef
+		assert.Equal(t, user, ref.Name, "the User Operator's Secret is named after the user")
+		assert.Equal(t, "password", ref.Key)
+		assert.False(t, ref.Optional != nil && *ref.Optional, "%s: without the password the pod must not start", c.Name)
+	}
+	if mechanism := envVar(c, "KAFKA_SASL_MECHANISM"); mechanism != nil {
+		assert.Equal(t, strings.ToUpper(users[user].Spec.Authentication.Type), mechanism.Value)
+	}
+
+	// The cluster CA, from Strimzi's Secret, for the TLS listener.
+	kafka := readStrimziKafka(t)
+	caFile := envVar(c, "KAFKA_TLS_CA_FILE")
+	if assert.NotNil(t, caFile, "%s: KAFKA_TLS_CA_FILE", c.Name) {
+		v, file := mountedVolume(t, pod, c, caFile.Value)
+		require.NotNil(t, v.Secret, "%s: %s is not from a Secret", c.Name, caFile.Value)
+		assert.Equal(t, kafka.clusterCASecret(), v.Secret.SecretName)
+		key := file
+		for _, item := range v.Secret.Items {
+			if item.Path == file {
+				key = item.Key
+			}
+		}
+		assert.Equal(t, "ca.crt", key, "%s: %s is not the CA certificate", c.Name, caFile.Value)
+	}
+	assert.Equal(t, kafka.bootstrap(kafka.scramTLSListener(t)), brokers, "production KAFKA_BROKERS: the TLS listener with scram-sha-512")
+
+	checkSecretsResolvable(t, objs, pod, externalSecrets(t))
+}
+
+// externalSecrets: Secrets the production pods may reference without the
+// overlay rendering them, each documented in deploy/README.md: the
+// KafkaUsers' passwords and the Kafka cluster CA, which Strimzi creates in
+// namespace kafka and which are mirrored into otelcol-gpu, and the optional
+// remediation webhook.
+func externalSecrets(t *testing.T) []string {
+	t.Helper()
+	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation"}
+	for name := range readStrimziUsers(t) {
+		names = append(names, name)
+	}
+	return names
+}
+
+// checkSecretsResolvable: every Secret the pod references is rendered, or
+// an external one with a row in deploy/README.md's table of Secrets.
+func checkSecretsResolvable(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, external []string) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	var refs []string
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			refs = append(refs, v.Secret.SecretName)
+		}
+	}
+	for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				refs = append(refs, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+		for _, e := range c.EnvFrom {
+			if e.SecretRef != nil {
+				refs = append(refs, e.SecretRef.Name)
+			}
+		}
+	}
+	require.NotEmpty(t, refs)
+	for _, name := range refs {
+		rendered := slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetKind() == "Secret" && o.GetName() == name
+		})
+		if rendered {
+			continue
+		}
+		if assert.Contains(t, external, name, "Secret %s is neither rendered nor a documented external one", name) {
+			// A row of the README's table of Secrets you create.
+			assert.True(t, strings.Contains(string(readme), "\n| `"+name+"` |"), "deploy/README.md has no table row for Secret %s", name)
+		}
 	}
 }
 

@@ -32,7 +32,8 @@ type kafkaTopic struct {
 type kafkaUser struct {
 	Kind     string `json:"kind"`
 	Metadata struct {
-		Name string `json:"name"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
 	} `json:"metadata"`
 	Spec struct {
 		Authentication struct {
@@ -49,6 +50,81 @@ type kafkaUser struct {
 			} `json:"acls"`
 		} `json:"authorization"`
 	} `json:"spec"`
+}
+
+type kafkaListener struct {
+	Name           string `json:"name"`
+	Port           int    `json:"port"`
+	Type           string `json:"type"`
+	TLS            bool   `json:"tls"`
+	Authentication *struct {
+		Type string `json:"type"`
+	} `json:"authentication"`
+}
+
+type kafkaCluster struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec struct {
+		Kafka struct {
+			Listeners []kafkaListener `json:"listeners"`
+			Config    map[string]any  `json:"config"`
+		} `json:"kafka"`
+	} `json:"spec"`
+}
+
+// bootstrap is the in-cluster bootstrap address of listener l.
+func (k kafkaCluster) bootstrap(l kafkaListener) string {
+	return fmt.Sprintf("%s-kafka-bootstrap.%s.svc:%d", k.Metadata.Name, k.Metadata.Namespace, l.Port)
+}
+
+// clusterCASecret is the Secret in which Strimzi publishes the cluster CA
+// certificate (key ca.crt) that signs the brokers' certificates.
+func (k kafkaCluster) clusterCASecret() string {
+	return k.Metadata.Name + "-cluster-ca-cert"
+}
+
+// scramTLSListener is the internal listener with TLS and SCRAM-SHA-512, the
+// one the production collectors use.
+func (k kafkaCluster) scramTLSListener(t *testing.T) kafkaListener {
+	t.Helper()
+	i := slices.IndexFunc(k.Spec.Kafka.Listeners, func(l kafkaListener) bool {
+		return l.Type == "internal" && l.TLS && l.Authentication != nil && l.Authentication.Type == "scram-sha-512"
+	})
+	require.GreaterOrEqual(t, i, 0, "Kafka %s has no internal TLS listener with scram-sha-512", k.Metadata.Name)
+	return k.Spec.Kafka.Listeners[i]
+}
+
+// readStrimziKafka reads the Kafka of deploy/kafka/strimzi/kafka.yaml.
+func readStrimziKafka(t *testing.T) kafkaCluster {
+	t.Helper()
+	var found []kafkaCluster
+	for _, doc := range readDocs[map[string]any](t, filepath.Join("..", "kafka", "strimzi", "kafka.yaml")) {
+		if doc["kind"] != "Kafka" {
+			continue
+		}
+		b, err := yaml.Marshal(doc)
+		require.NoError(t, err)
+		var k kafkaCluster
+		require.NoError(t, yaml.Unmarshal(b, &k))
+		found = append(found, k)
+	}
+	require.Len(t, found, 1, "one Kafka in kafka.yaml")
+	return found[0]
+}
+
+// readStrimziUsers reads deploy/kafka/strimzi/users.yaml by user name.
+func readStrimziUsers(t *testing.T) map[string]kafkaUser {
+	t.Helper()
+	users := map[string]kafkaUser{}
+	for _, u := range readDocs[kafkaUser](t, filepath.Join("..", "kafka", "strimzi", "users.yaml")) {
+		require.Equal(t, "KafkaUser", u.Kind)
+		users[u.Metadata.Name] = u
+	}
+	return users
 }
 
 // kafkaMaxMessageBytes is Kafka's default message.max.bytes, which the
@@ -161,24 +237,25 @@ func TestStrimziTopicsMatchCollectorConfigs(t *testing.T) {
 	assert.EqualValues(t, 24*3600*1000, topics["otlp_spans"].Spec.Config["retention.ms"], "spans: 24 h")
 	assert.EqualValues(t, 30*24*3600*1000, topics["gpu_faults"].Spec.Config["retention.ms"], "faults: 30 days")
 
-	var kafka struct {
-		Spec struct {
-			Kafka struct {
-				Config map[string]any `json:"config"`
-			} `json:"kafka"`
-		} `json:"spec"`
-		Kind string `json:"kind"`
-	}
-	for _, doc := range readDocs[map[string]any](t, filepath.Join("..", "kafka", "strimzi", "kafka.yaml")) {
-		if doc["kind"] == "Kafka" {
-			b, err := yaml.Marshal(doc)
-			require.NoError(t, err)
-			require.NoError(t, yaml.Unmarshal(b, &kafka))
-		}
-	}
-	require.Equal(t, "Kafka", kafka.Kind)
+	kafka := readStrimziKafka(t)
 	assert.EqualValues(t, kafkaMaxMessageBytes, kafka.Spec.Kafka.Config["message.max.bytes"])
 	assert.EqualValues(t, false, kafka.Spec.Kafka.Config["auto.create.topics.enable"])
+}
+
+// TestStrimziTLSListener: overlays/production talks to the example Kafka
+// over TLS with SCRAM-SHA-512, as the users authenticate; the User
+// Operator (which by default watches the Kafka's namespace only) must see
+// the users, so they live next to the Kafka.
+func TestStrimziTLSListener(t *testing.T) {
+	kafka := readStrimziKafka(t)
+	l := kafka.scramTLSListener(t)
+	assert.Equal(t, 9093, l.Port)
+	assert.Equal(t, "otelcol-gpu-cluster-ca-cert", kafka.clusterCASecret())
+	users := readStrimziUsers(t)
+	require.NotEmpty(t, users)
+	for name, u := range users {
+		assert.Equal(t, kafka.Metadata.Namespace, u.Metadata.Namespace, "KafkaUser %s", name)
+	}
 }
 
 // TestStrimziUsersACLs: the agent may write its topics, the gateway read
@@ -186,11 +263,9 @@ func TestStrimziTopicsMatchCollectorConfigs(t *testing.T) {
 func TestStrimziUsersACLs(t *testing.T) {
 	agent := readCollectorKafka(t, "agent")
 	gateway := readCollectorKafka(t, "gateway")
-	users := map[string]kafkaUser{}
-	for _, u := range readDocs[kafkaUser](t, filepath.Join("..", "kafka", "strimzi", "users.yaml")) {
-		require.Equal(t, "KafkaUser", u.Kind)
-		assert.Equal(t, "scram-sha-512", u.Spec.Authentication.Type, u.Metadata.Name)
-		users[u.Metadata.Name] = u
+	users := readStrimziUsers(t)
+	for name, u := range users {
+		assert.Equal(t, "scram-sha-512", u.Spec.Authentication.Type, name)
 	}
 	require.Contains(t, users, "otelcol-gpu-agent")
 	require.Contains(t, users, "otelcol-gpu-gateway")
