@@ -31,12 +31,12 @@ const (
 // series selecting the fixture's mlx5_0 port 1 transmit bytes.
 const xmitBytes = `hw_network_io_bytes_total{ib_device="mlx5_0",ib_port="1",network_io_direction="transmit"}`
 
-// outageFor is how long the broker is cut off: 30 s in CI, longer under
-// `make soak` (E2E_OUTAGE=10m).
+// outageFor is how long the broker is cut off: 60 s in CI, longer under
+// `make soak` (E2E_OUTAGE).
 func outageFor(t *testing.T) time.Duration {
 	s := os.Getenv("E2E_OUTAGE")
 	if s == "" {
-		return 30 * time.Second
+		return 60 * time.Second
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {

@@ -130,7 +130,7 @@ func droppedSpans(t *testing.T, url, key string) float64 {
 	line := regexp.MustCompile(`(?m)^otelcol_processor_ratelimit_dropped_items(?:_total)?\{([^}]*)\} (\S+)$`)
 	var sum float64
 	for _, m := range line.FindAllStringSubmatch(string(body), -1) {
-		if !regexp.MustCompile(`key="` + regexp.QuoteMeta(key) + `"`).MatchString(m[1]) ||
+		if !regexp.MustCompile(`key="`+regexp.QuoteMeta(key)+`"`).MatchString(m[1]) ||
 			!regexp.MustCompile(`signal="traces"`).MatchString(m[1]) {
 			continue
 		}
