@@ -1,5 +1,5 @@
 # otelcol-gpu build, test and lint. Quick start (README.md):
-#   make run    # all-in-one collector on the sysfs tree shipped in the repo
+#   make demo   # agents, Kafka and the gateway on loopback find an injected NVLink fault and straggler
 #   make test   # unit tests, then the end-to-end test (agent -> Kafka -> gateway -> Prometheus)
 
 SHELL := /bin/bash
@@ -31,7 +31,7 @@ BINARIES := bin/otelcol-gpu bin/otelcol-gpu-agent bin/otelcol-gpu-gateway
 # Debian packages the tests use, as command:package.
 TEST_DEPS := prometheus:prometheus kcat:kcat slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client slurmrestd:slurmrestd
 
-.PHONY: build tools run test unit-test platform-test envtest-bin e2e-test e2e-deps lint fmt clean fuzz bench detection soak
+.PHONY: build tools run demo test unit-test platform-test envtest-bin e2e-test e2e-deps lint fmt clean fuzz bench detection soak
 
 build: $(BINARIES)
 
@@ -73,6 +73,16 @@ run: bin/otelcol-gpu
 	IB_COLLECTION_INTERVAL=$${IB_COLLECTION_INTERVAL:-5s} \
 	OTELCOL_GPU_DEBUG_VERBOSITY=$${OTELCOL_GPU_DEBUG_VERBOSITY:-detailed} \
 	./bin/otelcol-gpu --config distributions/otelcol-gpu/config.yaml
+
+# The whole pipeline on one machine, no GPU, no backend (README "Quick
+# start"): a kfake broker, one agent per simulated node, the gateway, and the
+# testbed's 64-rank job with an NVLink fault and a compute straggler. Stops
+# by itself; DEMO_FLAGS passes cmd/demo flags (go run ./cmd/demo -h).
+demo: build
+	@mkdir -p _build
+	$(GO) build -o _build/kfakebroker ./test/kfakebroker
+	$(GO) build -o _build/demo ./cmd/demo
+	./_build/demo $(DEMO_FLAGS)
 
 test: unit-test platform-test e2e-test
 

@@ -106,3 +106,40 @@ func TestStepsToConfirm(t *testing.T) {
 	assert.Equal(t, 3, stepsToConfirm(r, onset, time.Second))
 	assert.Equal(t, 0, stepsToConfirm(fault.Record{}, onset, time.Second))
 }
+
+// TestInjects checks a job with two injections (cmd/demo's scenario): both
+// act on their own GPU from their own step, and an injects entry is
+// validated like inject.
+func TestInjects(t *testing.T) {
+	doc := `defaults: {nodes: 2, gpus_per_node: 8, steps: 10, jitter: 0.01}
+scenarios:
+  - name: two
+    injects:
+      - {kind: compute_straggler, at_step: 3, node: 1, gpu: 2, factor: 2.0}
+      - {kind: nvlink_degradation, at_step: 5, node: 0, gpu: 6, crc_per_scrape: 80, factor: 3.0}
+    expect: [{type: straggler.compute, entity: rank}]`
+	scs, err := ParseScenarios([]byte(doc))
+	require.NoError(t, err)
+	require.Len(t, scs, 1)
+	j := newJob(scs[0], "1", 7)
+	rankStraggler, rankNVLink := j.rankOf(1, 2), j.rankOf(0, 6)
+
+	before := j.simulateStep(2)
+	assert.Less(t, before[rankStraggler].compute(), 1200*time.Millisecond, "no straggler before its step")
+	mid := j.simulateStep(3)
+	assert.Greater(t, mid[rankStraggler].compute(), 1500*time.Millisecond, "straggler from its step")
+	assert.Less(t, mid[rankNVLink].collectives[0]-mid[rankNVLink+1].collectives[0], 20*time.Millisecond, "no slow link before its step")
+	after := j.simulateStep(5)
+	assert.Greater(t, after[rankNVLink].collectives[0]-after[rankNVLink+1].collectives[0], 40*time.Millisecond, "slow link from its step")
+
+	for step := 0; step < 6; step++ {
+		j.nodes[0].tick(step)
+	}
+	assert.Positive(t, j.nodes[0].gpus[6].nvlinkCRC)
+	assert.Zero(t, j.nodes[0].gpus[5].nvlinkCRC)
+
+	bad := strings.Replace(doc, "at_step: 5", "at_step: 50", 1)
+	_, err = ParseScenarios([]byte(bad))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "injects[1].at_step")
+}

@@ -1,0 +1,669 @@
+// Command demo runs the whole otelcol-gpu pipeline on one machine, without
+// a GPU or any backend (make demo): a Kafka-protocol broker on loopback
+// (test/kfakebroker), one agent binary per simulated node, the gateway
+// binary, and the fault-injection simulator of internal/testbed driving a
+// 64-rank training job on 8 nodes x 8 GPUs (dcgm-exporter pages, sysfs
+// trees, flight-recorder dumps, OTLP step spans). It injects a compute
+// straggler and an NVLink degradation (scenario.yaml) and prints, as they
+// happen, the fault records read from the gpu_faults topic and the
+// remediation exporter's dry-run decisions. It stops by itself, prints a
+// summary and leaves every process's log, the audit file and the fault
+// records in its output directory.
+//
+//	make demo
+//	go run ./cmd/demo -steps 24 -step 1s -nodes 2   # shorter, smaller
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+)
+
+//go:embed scenario.yaml
+var defaultScenario []byte
+
+type config struct {
+	out, bin, broker        string
+	agentConfig, gatewayCfg string
+	scenarioFile            string
+	steps, nodes            int
+	step, grace             time.Duration
+	seed                    uint64
+	allUpdates              bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.out, "out", "", "output directory: logs, audit file, fault records (default: a new temporary directory)")
+	flag.IntVar(&c.steps, "steps", 0, "training steps to simulate (default: scenario.yaml's, 40)")
+	flag.DurationVar(&c.step, "step", 2*time.Second, "wall-clock length of a step")
+	flag.Uint64Var(&c.seed, "seed", 0, "seed of the simulation (0: random; the summary prints it)")
+	flag.StringVar(&c.bin, "bin", "bin", "directory of otelcol-gpu-agent and otelcol-gpu-gateway (make build)")
+	flag.StringVar(&c.broker, "broker", filepath.Join("_build", "kfakebroker"), "the kfakebroker binary (go build -o _build/kfakebroker ./test/kfakebroker)")
+	flag.StringVar(&c.agentConfig, "agent-config", filepath.Join("distributions", "agent", "config.yaml"), "agent configuration")
+	flag.StringVar(&c.gatewayCfg, "gateway-config", filepath.Join("distributions", "gateway", "config.yaml"), "gateway configuration")
+	flag.StringVar(&c.scenarioFile, "scenario", "", "scenario file (default: the built-in cmd/demo/scenario.yaml)")
+	flag.IntVar(&c.nodes, "nodes", 8, "simulated nodes of 8 GPUs (the job's ranks: 8 x nodes)")
+	flag.BoolVar(&c.allUpdates, "all-updates", false, "print every update record (default: only those that change a fault's severity or action; faults.jsonl has all)")
+	flag.DurationVar(&c.grace, "grace", 45*time.Second, "after the last step, how long to wait for expected faults and their remediation decisions")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, c, os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+// run returns the exit code: 0 when every expected fault opened, 1 when
+// one did not or the run failed.
+func run(ctx context.Context, c config, stdout io.Writer) int {
+	d, err := newDemo(c, stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	err = d.run(ctx)
+	missing := d.summary(err)
+	if err != nil || missing > 0 {
+		return 1
+	}
+	return 0
+}
+
+// demo is one run: its processes, what it has seen and the terminal.
+type demo struct {
+	cfg      config
+	term     io.Writer
+	outDir   string
+	logDir   string
+	audit    string
+	faultsTo string
+	opts     testbed.Options
+	scenario testbed.Scenario
+	began    time.Time
+
+	procs   procs
+	cluster *testbed.Cluster
+	topo    *topology
+
+	mu         sync.Mutex
+	onsets     map[int]time.Time // by index into scenario's injections
+	records    []fault.Record
+	arrivals   []time.Time
+	opened     map[string]bool         // fault ids seen open
+	last       map[string]fault.Record // the latest record of each fault id
+	updates    int                     // update records not printed
+	faultsFile *os.File
+	spans      int
+	lastStep   int
+	decisions  []auditEntry // dry_run, acted, failed
+	skipped    int
+	problems   []string
+}
+
+func newDemo(c config, term io.Writer) (*demo, error) {
+	doc := defaultScenario
+	if c.scenarioFile != "" {
+		var err error
+		if doc, err = os.ReadFile(c.scenarioFile); err != nil {
+			return nil, err
+		}
+	}
+	scs, err := testbed.ParseScenarios(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(scs) != 1 {
+		return nil, fmt.Errorf("the scenario file must hold one scenario (one job), not %d", len(scs))
+	}
+	sc := scs[0]
+	if c.steps > 0 {
+		sc.Steps = c.steps
+	}
+	if c.nodes <= 0 || c.step <= 0 {
+		return nil, errors.New("-nodes and -step must be positive")
+	}
+	if c.nodes != sc.Nodes {
+		// the testbed renumbers nodes n mod nodes (Options.Ranks)
+		sc.Nodes = c.nodes
+		if sc.Inject != nil {
+			in := *sc.Inject
+			in.Node %= c.nodes
+			sc.Inject = &in
+		}
+		for i := range sc.Injects {
+			sc.Injects[i].Node %= c.nodes
+		}
+		for _, es := range [][]testbed.Expectation{sc.Expect, sc.Allow} {
+			for i := range es {
+				if es[i].Node != nil {
+					n := *es[i].Node % c.nodes
+					es[i].Node = &n
+				}
+			}
+		}
+	}
+	// The steps may have changed: write the scenario back for the testbed,
+	// which validates it again (an injection after the last step fails).
+	yamlDoc, err := yaml.Marshal(map[string]any{"scenarios": []testbed.Scenario{sc}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := testbed.ParseScenarios(yamlDoc); err != nil {
+		return nil, fmt.Errorf("with -steps %d: %w", sc.Steps, err)
+	}
+
+	out := c.out
+	if out == "" {
+		if out, err = os.MkdirTemp("", "otelcol-gpu-demo-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return nil, err
+	}
+	d := &demo{cfg: c, term: term, outDir: out, logDir: filepath.Join(out, "logs"),
+		audit: filepath.Join(out, "remediation-audit.jsonl"), faultsTo: filepath.Join(out, "faults.jsonl"),
+		scenario: sc, began: time.Now(), onsets: map[int]time.Time{}, opened: map[string]bool{}, last: map[string]fault.Record{}, lastStep: -1}
+	for _, dir := range []string{d.logDir, filepath.Join(out, "sim"), filepath.Join(out, "state")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, bin := range []string{d.binary("otelcol-gpu-agent"), d.binary("otelcol-gpu-gateway"), c.broker} {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("%s is missing (make demo builds it): %w", bin, err)
+		}
+	}
+	d.opts = testbed.DefaultOptions()
+	d.opts.Seed = c.seed
+	d.opts.StepPeriod = c.step
+	d.opts.ScenariosYAML = yamlDoc
+	d.opts.Dir = filepath.Join(out, "sim")
+	d.opts.OnStep = d.onStep
+	return d, nil
+}
+
+func (d *demo) binary(name string) string { return filepath.Join(d.cfg.bin, name) }
+
+// say prints one line, stamped with the seconds since the demo began.
+// Callers hold d.mu or are the only goroutine printing.
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.term, "[%6.1fs] %s\n", time.Since(d.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context) (err error) {
+	d.cluster, err = testbed.NewCluster(d.opts)
+	if err != nil {
+		return err
+	}
+	defer d.cluster.Close()
+	nodes := d.cluster.Nodes()
+	d.topo = newTopology(nodes, d.scenario.GPUsPerNode)
+	if d.faultsFile, err = os.Create(d.faultsTo); err != nil {
+		return err
+	}
+	defer d.faultsFile.Close()
+
+	d.say("otelcol-gpu demo: job %s, %d nodes x %d GPUs, %d steps of %s, seed %d",
+		d.topo.jobID, d.scenario.Nodes, d.scenario.GPUsPerNode, d.scenario.Steps, d.cfg.step, d.cluster.Seed())
+	for _, in := range d.injections() {
+		d.say("will inject %s at step %d on %s", in.Kind, in.AtStep, d.where(in.Node, in.GPU))
+	}
+	d.say("output: %s", d.outDir)
+
+	defer d.procs.stopAll(15 * time.Second)
+	sink, err := startBackendSink()
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+
+	brokerAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	if _, err := d.procs.start(0, "kfakebroker", d.logDir, nil, d.cfg.broker,
+		"-listen", brokerAddr, "-advertise", brokerAddr,
+		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3"); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, &d.procs, "starting the broker", 30*time.Second, dialCheck(brokerAddr)); err != nil {
+		return err
+	}
+	d.say("broker (kfake) on %s", brokerAddr)
+
+	gwHealth, gwTelemetry, err := freeAddr2()
+	if err != nil {
+		return err
+	}
+	if _, err := d.procs.start(1, "gateway", d.logDir, []string{
+		"KAFKA_BROKERS=" + brokerAddr,
+		"PROMETHEUS_REMOTE_WRITE_URL=" + sink.HTTP + "/api/v1/write",
+		"LOKI_OTLP_ENDPOINT=" + sink.HTTP + "/otlp",
+		"TEMPO_OTLP_ENDPOINT=" + sink.GRPC,
+		"STRAGGLER_DECISION_WAIT=1500ms",
+		"REMEDIATION_DRY_RUN=true",
+		"REMEDIATION_AUDIT_FILE=" + d.audit,
+		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
+		"OTELCOL_GPU_TELEMETRY_PORT=" + port(gwTelemetry),
+	}, d.binary("otelcol-gpu-gateway"), "--config", d.cfg.gatewayCfg); err != nil {
+		return err
+	}
+
+	otlpURL := map[string]string{}
+	var health []string
+	for _, n := range nodes {
+		addrs := make([]string, 4) // health, OTLP/HTTP, OTLP/gRPC, telemetry
+		for i := range addrs {
+			if addrs[i], err = freeAddr(); err != nil {
+				return err
+			}
+		}
+		state := filepath.Join(d.outDir, "state", n.Host)
+		if err := os.MkdirAll(filepath.Join(state, "inspector"), 0o755); err != nil {
+			return err
+		}
+		if _, err := d.procs.start(2, "agent-"+n.Host, d.logDir, []string{
+			"KAFKA_BROKERS=" + brokerAddr,
+			"OTELCOL_GPU_HOST_NAME=" + n.Host,
+			"TRAINING_JOB_ID=" + n.JobID,
+			"GPU_SOURCE=exporter",
+			"DCGM_ENDPOINT=" + n.PageURL,
+			"GPU_KMSG=false",
+			"GPU_COLLECTION_INTERVAL=1s",
+			"GPU_PROFILING_INTERVAL=1s",
+			"IB_COLLECTION_INTERVAL=1s",
+			"SYSFS_ROOT=" + n.SysfsRoot,
+			"NCCL_FR_DIR=" + n.FRDir,
+			"NCCL_FR_SETTLE_TIME=100ms",
+			"NCCL_INSPECTOR_DIR=" + filepath.Join(state, "inspector"),
+			"STEPSPAN_COLLECTIVE_WAIT=1500ms",
+			"OTELCOL_GPU_STORAGE_DIR=" + state,
+			"OTELCOL_GPU_HEALTH_ENDPOINT=" + addrs[0],
+			"OTLP_HTTP_ENDPOINT=" + addrs[1],
+			"OTLP_GRPC_ENDPOINT=" + addrs[2],
+			"OTELCOL_GPU_TELEMETRY_PORT=" + port(addrs[3]),
+		}, d.binary("otelcol-gpu-agent"), "--config", d.cfg.agentConfig); err != nil {
+			return err
+		}
+		health = append(health, "http://"+addrs[0]+"/")
+		otlpURL[n.Host] = "http://" + addrs[1] + "/v1/traces"
+	}
+	if err := waitFor(ctx, &d.procs, "starting the gateway", 90*time.Second, httpCheck("http://"+gwHealth+"/")); err != nil {
+		return err
+	}
+	for i, url := range health {
+		if err := waitFor(ctx, &d.procs, "starting agent "+nodes[i].Host, 90*time.Second, httpCheck(url)); err != nil {
+			return err
+		}
+	}
+	d.say("gateway and %d agents up (logs in %s)", len(nodes), d.logDir)
+
+	// Readers of the outputs, until the processes are stopped.
+	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		if err := consumeFaults(readCtx, brokerAddr, d.onRecord, d.problem); err != nil {
+			d.problem(err)
+		}
+	}()
+	go func() {
+		defer readers.Done()
+		tailAudit(readCtx, d.audit, d.onDecision, d.problem)
+	}()
+	defer func() {
+		d.procs.stopAll(15 * time.Second) // the gateway syncs the audit file as it stops
+		stopReading()
+		readers.Wait()
+	}()
+
+	// Drive the job; a child that dies ends the run.
+	driveCtx, stopDriving := context.WithCancel(ctx)
+	defer stopDriving()
+	var died *process
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-driveCtx.Done():
+				return
+			case <-tick.C:
+				if p := d.procs.exited(); p != nil {
+					died = p
+					stopDriving()
+					return
+				}
+			}
+		}
+	}()
+	driveErr := d.cluster.Drive(driveCtx, func(host string) string { return otlpURL[host] })
+	if driveErr == nil {
+		d.mu.Lock()
+		d.say("all %d steps sent; waiting up to %s for the expected faults and their remediation decisions", d.scenario.Steps, d.cfg.grace)
+		d.mu.Unlock()
+		driveErr = d.settle(driveCtx)
+	}
+	stopDriving()
+	<-watchDone
+	if died != nil {
+		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", died.name, died.err, died.log, died.tail(20))
+	}
+	return driveErr
+}
+
+func freeAddr2() (string, string, error) {
+	a, err := freeAddr()
+	if err != nil {
+		return "", "", err
+	}
+	b, err := freeAddr()
+	return a, b, err
+}
+
+func port(addr string) string {
+	_, p, _ := strings.Cut(addr, ":")
+	return p
+}
+
+// settle waits after the last step until every expected fault opened and
+// has a remediation decision, or the grace period ends.
+func (d *demo) settle(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.grace)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if d.complete() {
+			// a moment for the updates and decisions that follow an open
+			select {
+			case <-ctx.Done():
+			case <-time.After(3 * time.Second):
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil // the summary says what is missing
+			}
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// complete: every expectation found and every expected fault's node has a
+// decision.
+func (d *demo) complete() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rep := d.cluster.Score(d.records, d.arrivals)
+	for _, s := range rep.Scenarios {
+		for _, f := range s.Found {
+			if f < 0 {
+				return false
+			}
+		}
+	}
+	for _, e := range d.scenario.Expect {
+		if e.Node == nil {
+			continue
+		}
+		host := d.host(*e.Node)
+		decided := false
+		for _, dec := range d.decisions {
+			decided = decided || (dec.Node == host && dec.FaultType == string(e.Type))
+		}
+		if !decided {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *demo) injections() []testbed.Injection {
+	var out []testbed.Injection
+	if d.scenario.Inject != nil {
+		out = append(out, *d.scenario.Inject)
+	}
+	return append(out, d.scenario.Injects...)
+}
+
+func (d *demo) host(node int) string {
+	for h, i := range d.topo.hostIndex {
+		if i == node {
+			return h
+		}
+	}
+	return fmt.Sprintf("node %d", node)
+}
+
+func (d *demo) where(node, gpu int) string {
+	return fmt.Sprintf("node %s GPU %d (rank %d)", d.host(node), gpu, node*d.scenario.GPUsPerNode+gpu)
+}
+
+// onStep prints the progress line of a step and the injections it began.
+func (d *demo) onStep(s testbed.StepDone) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, in := range s.Injected {
+		for i, known := range d.injections() {
+			if known == in {
+				d.onsets[i] = s.Start
+			}
+		}
+		d.say("INJECT %s on %s", in.Kind, d.where(in.Node, in.GPU))
+	}
+	d.spans += s.Spans
+	d.lastStep = s.Step
+	d.say("step %d/%d  spans sent %d  faults so far %d (%d records)", s.Step+1, s.Steps, d.spans, len(d.opened), len(d.records))
+}
+
+// onsetFor is the onset of the injection a record is about: the one on
+// its GPU, else on its node, else the first; "" before that onset.
+func (d *demo) onsetFor(p place, at time.Time) string {
+	best := -1
+	for i, in := range d.injections() {
+		if _, started := d.onsets[i]; !started {
+			continue
+		}
+		switch {
+		case in.Node == p.node && in.GPU == p.gpu:
+			best = i
+		case in.Node == p.node && (best < 0 || d.injections()[best].Node != p.node):
+			best = i
+		case best < 0:
+			best = i
+		}
+	}
+	if best < 0 {
+		return " -"
+	}
+	return fmt.Sprintf("%+.1fs", at.Sub(d.onsets[best]).Seconds())
+}
+
+func (d *demo) onRecord(r fault.Record, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.records = append(d.records, r)
+	d.arrivals = append(d.arrivals, at)
+	if r.State == fault.StateOpen {
+		d.opened[r.ID] = true
+	}
+	if line, err := recordJSON(r, at); err == nil {
+		_, _ = d.faultsFile.Write(append(line, '\n'))
+	}
+	prev, seen := d.last[r.ID]
+	d.last[r.ID] = r
+	if r.State == fault.StateUpdate && seen && !d.cfg.allUpdates &&
+		prev.Severity == r.Severity && prev.Action == r.Action {
+		d.updates++ // new evidence every evaluation while the fault lasts
+		return
+	}
+	p := d.topo.locate(r)
+	d.say("%s", faultLine(r, p, d.onsetFor(p, at)))
+}
+
+func (d *demo) onDecision(e auditEntry) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.Decision == "skipped" {
+		d.skipped++ // duplicates of a fault already decided, mostly
+		return
+	}
+	d.decisions = append(d.decisions, e)
+	d.say("%s", auditLine(e))
+}
+
+func (d *demo) problem(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.problems = append(d.problems, err.Error())
+	d.say("problem: %v", err)
+}
+
+// summary prints what the run found and where its output is, and returns
+// how many expected faults never opened.
+func (d *demo) summary(runErr error) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.term
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "==== summary ====")
+	interrupted := errors.Is(runErr, context.Canceled)
+	switch {
+	case interrupted:
+		fmt.Fprintln(w, "interrupted: every process stopped")
+	case runErr != nil:
+		fmt.Fprintf(w, "run stopped early: %v\n", runErr)
+	}
+	missing := len(d.scenario.Expect)
+	if d.cluster != nil {
+		rep := d.cluster.Score(d.records, d.arrivals)
+		missing = 0
+		fmt.Fprintf(w, "seed %d (rerun: -seed %d), %d steps of %d done, %d step spans sent, %d fault records (%d faults opened), %d remediation decisions (+%d skipped duplicates)\n",
+			d.cluster.Seed(), d.cluster.Seed(), d.lastStep+1, d.scenario.Steps, d.spans, len(d.records), len(d.opened), len(d.decisions), d.skipped)
+		if len(rep.Scenarios) == 1 {
+			s := rep.Scenarios[0]
+			for i, e := range d.scenario.Expect {
+				what := fmt.Sprintf("%s on %s", e.Type, d.expectedWhere(e))
+				if i < len(s.Found) && s.Found[i] >= 0 {
+					fmt.Fprintf(w, "  FOUND   %-60s %s\n", what, d.firstOpen(e))
+				} else {
+					missing++
+					fmt.Fprintf(w, "  MISSED  %s\n", what)
+				}
+			}
+			for _, other := range d.otherOpened(s.FalsePositives) {
+				fmt.Fprintf(w, "  also    %s (a consequence scenario.yaml allows)\n", other)
+			}
+			for _, fp := range s.FalsePositives {
+				fmt.Fprintf(w, "  UNEXPECTED  %s\n", fp)
+			}
+		}
+		for _, u := range rep.Unattributed {
+			fmt.Fprintf(w, "  unattributed: %s\n", u)
+		}
+		if f, err := os.Create(filepath.Join(d.outDir, "score.md")); err == nil {
+			rep.Write(f)
+			f.Close()
+		}
+	}
+	if d.updates > 0 {
+		fmt.Fprintf(w, "%d update records that changed neither severity nor action were not printed (-all-updates prints them)\n", d.updates)
+	}
+	if len(d.problems) > 0 {
+		fmt.Fprintf(w, "%d problems reading the outputs (first: %s)\n", len(d.problems), d.problems[0])
+	}
+	fmt.Fprintf(w, "output in %s:\n", d.outDir)
+	fmt.Fprintf(w, "  logs/                    one log per process (kfakebroker, gateway, agent-<node>)\n")
+	fmt.Fprintf(w, "  faults.jsonl             every fault record read from gpu_faults, one JSON object a line\n")
+	fmt.Fprintf(w, "  remediation-audit.jsonl  the remediation exporter's decisions (dry run)\n")
+	fmt.Fprintf(w, "  score.md                 the testbed's score of the records against scenario.yaml\n")
+	fmt.Fprintf(w, "  sim/                     the simulated inputs: sysfs trees, flight-recorder dumps\n")
+	if missing > 0 && !interrupted {
+		fmt.Fprintf(w, "FAIL: %d expected fault(s) never opened\n", missing)
+	} else if runErr == nil {
+		fmt.Fprintln(w, "OK: every injected fault was detected")
+	}
+	return missing
+}
+
+// otherOpened lists the faults opened that no expectation names, less the
+// false positives (those no allowance covers either; "type kind:key").
+func (d *demo) otherOpened(falsePositives []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range d.records {
+		if r.State != fault.StateOpen || seen[r.ID] {
+			continue
+		}
+		seen[r.ID] = true
+		p := d.topo.locate(r)
+		expected := false
+		for _, e := range d.scenario.Expect {
+			expected = expected || (r.Type == e.Type && (e.Node == nil || p.node == *e.Node) && (e.GPU == nil || p.gpu == *e.GPU))
+		}
+		if !expected && !slices.Contains(falsePositives, string(r.Type)+" "+r.Entity.String()) {
+			out = append(out, fmt.Sprintf("%s on %s, fault %s", r.Type, r.Entity, r.ID))
+		}
+	}
+	return out
+}
+
+func (d *demo) expectedWhere(e testbed.Expectation) string {
+	switch {
+	case e.Node != nil && e.GPU != nil:
+		return d.where(*e.Node, *e.GPU)
+	case e.Node != nil:
+		return "node " + d.host(*e.Node)
+	}
+	return e.Entity
+}
+
+// firstOpen describes the first open record of the expected fault type
+// on the expected GPU or node, and how long after its injection it came.
+func (d *demo) firstOpen(e testbed.Expectation) string {
+	for i, r := range d.records {
+		if r.State != fault.StateOpen || r.Type != e.Type {
+			continue
+		}
+		p := d.topo.locate(r)
+		if (e.Node != nil && p.node != *e.Node) || (e.GPU != nil && p.gpu != *e.GPU) {
+			continue
+		}
+		decisions := 0
+		for _, dec := range d.decisions {
+			if dec.FaultID == r.ID {
+				decisions++
+			}
+		}
+		return fmt.Sprintf("fault %s, onset%s, %d decision(s)", r.ID, d.onsetFor(p, d.arrivals[i]), decisions)
+	}
+	return ""
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+)
+
+// process is a child program whose output goes to its own log file.
+type process struct {
+	name string
+	// stage orders the stop: higher stages stop first (agents, then the
+	// gateway, then the broker they both still need while they flush).
+	stage int
+	cmd   *exec.Cmd
+	log   string
+	done  chan struct{}
+	err   error
+}
+
+// procs are the demo's children; stopAll ends every one of them.
+type procs struct {
+	mu   sync.Mutex
+	list []*process
+}
+
+func (ps *procs) start(stage int, name, logDir string, env []string, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Own process group: a Ctrl-C in the terminal reaches the demo only,
+	// which then stops the children in order (and kills what is left).
+	cmd.SysProcAttr = childAttrs()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, stage: stage, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	ps.mu.Lock()
+	ps.list = append(ps.list, p)
+	ps.mu.Unlock()
+	return p, nil
+}
+
+// exited returns the first child that exited, or nil.
+func (ps *procs) exited() *process {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.list {
+		select {
+		case <-p.done:
+			return p
+		default:
+		}
+	}
+	return nil
+}
+
+// stopAll stops the children stage by stage, highest first: SIGTERM to
+// every child of the stage, then SIGKILL to the process group of any still
+// running after grace. Safe to call again.
+func (ps *procs) stopAll(grace time.Duration) {
+	ps.mu.Lock()
+	list := append([]*process(nil), ps.list...)
+	ps.mu.Unlock()
+	top := -1
+	for _, p := range list {
+		top = max(top, p.stage)
+	}
+	for stage := top; stage >= 0; stage-- {
+		var group []*process
+		for _, p := range list {
+			if p.stage == stage {
+				group = append(group, p)
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		deadline := time.NewTimer(grace)
+		for _, p := range group {
+			select {
+			case <-p.done:
+				continue
+			case <-deadline.C:
+			}
+			// grace is over for the whole stage: kill what is left of it
+			for _, q := range group {
+				select {
+				case <-q.done: // gone: its pid may be someone else's now
+				default:
+					_ = syscall.Kill(-q.cmd.Process.Pid, syscall.SIGKILL)
+				}
+			}
+			<-p.done
+		}
+		deadline.Stop()
+	}
+}
+
+// tail returns the last n lines of the process's log.
+func (p *process) tail(n int) string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freeAddr returns a loopback address nobody listens on now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitFor polls check until it succeeds, ctx ends or a child exits.
+func waitFor(ctx context.Context, ps *procs, what string, wait time.Duration, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if p := ps.exited(); p != nil {
+			return fmt.Errorf("%s: %s exited (%v); last lines of %s:\n%s", what, p.name, p.err, p.log, p.tail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func dialCheck(addr string) func() error {
+	return func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+}
+
+func httpCheck(url string) func() error {
+	client := &http.Client{Timeout: time.Second}
+	return func() error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// backendSink stands in for Prometheus (remote write), Loki (OTLP/HTTP)
+// and Tempo (OTLP/gRPC): it accepts everything and keeps nothing, so the
+// gateway's backend pipelines flow without those servers. Fault detection
+// does not depend on it (docs/architecture.md).
+type backendSink struct {
+	httpSrv *http.Server
+	grpcSrv *grpc.Server
+	HTTP    string // base URL
+	GRPC    string // host:port
+}
+
+func startBackendSink() (*backendSink, error) {
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		hl.Close()
+		return nil, err
+	}
+	s := &backendSink{
+		HTTP: "http://" + hl.Addr().String(),
+		GRPC: gl.Addr().String(),
+		httpSrv: &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			// An empty OTLP response; Prometheus remote write accepts any 2xx.
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			w.WriteHeader(http.StatusOK)
+		})},
+		grpcSrv: grpc.NewServer(),
+	}
+	ptraceotlp.RegisterGRPCServer(s.grpcSrv, &acceptTraces{})
+	pmetricotlp.RegisterGRPCServer(s.grpcSrv, &acceptMetrics{})
+	plogotlp.RegisterGRPCServer(s.grpcSrv, &acceptLogs{})
+	go func() { _ = s.httpSrv.Serve(hl) }()
+	go func() { _ = s.grpcSrv.Serve(gl) }()
+	return s, nil
+}
+
+func (s *backendSink) close() {
+	_ = s.httpSrv.Close()
+	s.grpcSrv.Stop()
+}
+
+type acceptTraces struct {
+	ptraceotlp.UnimplementedGRPCServer
+}
+
+func (*acceptTraces) Export(context.Context, ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+type acceptMetrics struct {
+	pmetricotlp.UnimplementedGRPCServer
+}
+
+func (*acceptMetrics) Export(context.Context, pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+type acceptLogs struct {
+	plogotlp.UnimplementedGRPCServer
+}
+
+func (*acceptLogs) Export(context.Context, plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
+	return plogotlp.NewExportResponse(), nil
+}
