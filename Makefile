@@ -103,7 +103,7 @@ envtest-bin:
 # The end-to-end test runs the real binaries against a Kafka-protocol broker
 # (kfake), a real Prometheus and kcat; it needs the Debian packages below.
 e2e-test: build e2e-deps
-	$(GO) test -p 1 -tags e2e -count=1 -v -timeout 30m ./test/e2e/... ./internal/testbed/...
+	$(GO) test -p 1 -tags e2e -count=1 -v -timeout 40m ./test/e2e/... ./internal/testbed/... ./internal/loadtest/...
 
 e2e-deps:
 	@missing=""; for d in $(TEST_DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
