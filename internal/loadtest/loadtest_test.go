@@ -59,11 +59,10 @@ func TestContribOnlyKeepsContribAndDropsOurs(t *testing.T) {
 	}, contrib.ConsumerGroups())
 	assert.True(t, full.HasProcessor("traces", "tail_sampling"), "the gateway samples traces")
 	assert.True(t, contrib.HasProcessor("traces", "tail_sampling"), "tail sampling is contrib: the baseline keeps it")
-	// The full configuration reads metrics and logs twice, spans once.
+	// The full configuration reads every topic twice.
 	groups := full.ConsumerGroups()
-	assert.Len(t, groups, 5)
-	assert.True(t, slices.Contains(groups, GroupTopic{"otelcol-gpu-gateway-detect-metrics", TopicMetrics}))
-	assert.False(t, slices.Contains(groups, GroupTopic{"otelcol-gpu-gateway-detect-traces", TopicSpans}))
+	assert.Len(t, groups, 6)
+	assert.True(t, slices.Contains(groups, GroupTopic{"otelcol-gpu-gateway-detect-traces", TopicSpans}))
 }
 
 func TestContribOnlyNeedsAPipeline(t *testing.T) {
