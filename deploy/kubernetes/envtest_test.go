@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -576,4 +577,9 @@ func checkDevKafka(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("dev Kafka has no authentication: KafkaUser %s must not be rendered", o.GetName())
 		}
 	}
+}
+
+// bootstrap is the in-cluster bootstrap address of listener l.
+func (k kafkaCluster) bootstrap(l kafkaListener) string {
+	return fmt.Sprintf("%s-kafka-bootstrap.%s.svc:%d", k.Metadata.Name, k.Metadata.Namespace, l.Port)
 }

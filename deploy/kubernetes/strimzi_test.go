@@ -76,11 +76,6 @@ type kafkaCluster struct {
 	} `json:"spec"`
 }
 
-// bootstrap is the in-cluster bootstrap address of listener l.
-func (k kafkaCluster) bootstrap(l kafkaListener) string {
-	return fmt.Sprintf("%s-kafka-bootstrap.%s.svc:%d", k.Metadata.Name, k.Metadata.Namespace, l.Port)
-}
-
 // clusterCASecret is the Secret in which Strimzi publishes the cluster CA
 // certificate (key ca.crt) that signs the brokers' certificates.
 func (k kafkaCluster) clusterCASecret() string {
