@@ -34,7 +34,8 @@ type Config struct {
 	// return. Default 30m.
 	VerificationWindow time.Duration `mapstructure:"verification_window"`
 	// AuditFile receives one JSON line per decision (append-only, synced
-	// per line). Empty: decisions are only logged.
+	// per line); Start replays it to remember what earlier lives did.
+	// Empty: decisions are only logged, and a restart forgets them.
 	AuditFile string `mapstructure:"audit_file"`
 	// MaxAttempts bounds the calls per platform action on errors (API
 	// server down, conflicts). Default 3.

@@ -168,8 +168,12 @@ func (e *remediationExporter) platformName() string {
 	return e.platform.Name()
 }
 
-// Start opens the audit file.
+// Start rebuilds the idempotency state from the audit file of earlier
+// lives, then opens it for appending.
 func (e *remediationExporter) Start(context.Context, component.Host) error {
+	e.mu.Lock()
+	e.restoreFromAudit()
+	e.mu.Unlock()
 	a, err := audit.Open(e.logger, e.cfg.AuditFile)
 	if err != nil {
 		return err
@@ -753,7 +757,7 @@ func (e *remediationExporter) releaseAfterWindow(name string) {
 	if e.cfg.DryRun || e.platform == nil {
 		e.record(withDecision(entry, audit.DecisionDryRun, fmt.Sprintf("would call Release on %s: node=%s actions=[%s]",
 			e.platformName(), name, strings.Join(entry.Actions, ","))))
-		e.forgetQuarantine(n)
+		e.forgetQuarantine(n, e.clock.Now())
 		return
 	}
 	res, attempts, err := e.retry(e.lifeCtx, func(ctx context.Context) (actuator.Result, error) { return e.platform.Release(ctx, req) })
@@ -765,14 +769,14 @@ func (e *remediationExporter) releaseAfterWindow(name string) {
 		e.record(withDecision(entry, audit.DecisionFailed, err.Error()))
 	case res.Outcome == actuator.Applied || res.Outcome == actuator.AlreadyDone:
 		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
-		e.forgetQuarantine(n)
+		e.forgetQuarantine(n, e.clock.Now())
 	default: // not ours any more (a human took over): forget it, touch nothing
 		e.record(withDecision(entry, audit.DecisionSkipped, string(res.Outcome)+": "+res.Detail))
-		e.forgetQuarantine(n)
+		e.forgetQuarantine(n, e.clock.Now())
 	}
 }
 
-func (e *remediationExporter) forgetQuarantine(n *nodeState) {
+func (e *remediationExporter) forgetQuarantine(n *nodeState, releasedAt time.Time) {
 	for id := range n.ourFaults {
 		if fs := e.faults[id]; fs != nil {
 			fs.ours = false
@@ -781,7 +785,7 @@ func (e *remediationExporter) forgetQuarantine(n *nodeState) {
 	n.ourFaults = map[string]struct{}{}
 	n.actions = nil
 	n.releaseFaults = nil
-	n.lastRelease = e.clock.Now()
+	n.lastRelease = releasedAt
 }
 
 // prune forgets faults long past and idle nodes, so state stays bounded.
@@ -810,4 +814,106 @@ func (e *remediationExporter) prune() {
 			delete(e.nodes, name)
 		}
 	}
+}
+
+// heldSinceRestart is the hold on a node quarantined by an earlier life:
+// the audit file does not say whether the policy allowed its return to
+// service, nor which other faults were open on it, so a human decides.
+const heldSinceRestart = "quarantined before the exporter restarted"
+
+// restoreFromAudit rebuilds, from the audit file of earlier lives, what
+// keeps the exporter idempotent across a restart: per fault id the node
+// actions applied, the webhook sent (and its severity) and whether it is
+// resolved; per node the quarantine it holds and its last return to
+// service. Entries older than the fault state's retention are ignored, so
+// the state is bounded as in one life. Unreadable lines are skipped (Replay
+// warns); nothing here fails start-up. Callers hold e.mu.
+func (e *remediationExporter) restoreFromAudit() {
+	if e.cfg.AuditFile == "" {
+		return
+	}
+	horizon := e.clock.Now().Add(-openRetention)
+	replayed, err := audit.Replay(e.logger, e.cfg.AuditFile, func(entry audit.Entry) {
+		if entry.Time.Before(horizon) { // a zero time too: it cannot be aged
+			return
+		}
+		e.restore(entry)
+	})
+	if err != nil {
+		e.logger.Warn("audit file not read to its end: faults acted on before the restart may be acted on again",
+			zap.String("file", e.cfg.AuditFile), zap.Error(err))
+	}
+	held := 0
+	for _, n := range e.nodes {
+		if len(n.ourFaults) > 0 {
+			held++
+			if n.hold == "" {
+				n.hold = heldSinceRestart
+			}
+		}
+	}
+	if replayed > 0 {
+		e.logger.Info("remediation state restored from the audit file", zap.String("file", e.cfg.AuditFile),
+			zap.Int("entries", replayed), zap.Int("faults", len(e.faults)), zap.Int("quarantined_nodes", held))
+	}
+}
+
+// restore applies one audit entry of an earlier life to the state, as the
+// decision that wrote it did. Callers hold e.mu.
+func (e *remediationExporter) restore(entry audit.Entry) {
+	// Only what this life would itself have done counts: a dry run did
+	// nothing, so it does not stand for an action once the exporter acts.
+	done := entry.Decision == audit.DecisionActed || (entry.Decision == audit.DecisionDryRun && e.cfg.DryRun)
+	switch {
+	case entry.Step == stepQuarantine && entry.FaultID != "" && entry.Node != "" && entry.Platform == e.platformName():
+		// The platform's final answers (foreign, excluded, not found) are
+		// skipped entries with an outcome: applied for the fault, not ours.
+		final := entry.Decision == audit.DecisionSkipped && entry.Outcome != ""
+		if !done && !final {
+			break
+		}
+		actions := make([]actuator.Action, len(entry.Actions))
+		for i, a := range entry.Actions {
+			actions[i] = actuator.Action(a)
+		}
+		fs := e.restoredFault(entry)
+		fs.applied = addActions(fs.applied, actions)
+		if done {
+			n := e.node(entry.Node)
+			fs.ours = true
+			n.ourFaults[entry.FaultID] = struct{}{}
+			n.actions = addActions(n.actions, actions)
+		}
+	case entry.Step == stepWebhook && done && entry.Rule != "" && entry.State != string(fault.StateResolved):
+		// A rule names a fault's own webhook (not the breaker's page).
+		fs := e.restoredFault(entry)
+		sev := fault.Severity(entry.Severity)
+		if !fs.webhooked || higher(sev, fs.severity) {
+			fs.severity = sev
+		}
+		fs.webhooked = true
+	case entry.Step == stepRelease && entry.Node != "" &&
+		(done || (entry.Decision == audit.DecisionSkipped && entry.Outcome != "")):
+		// Returned to service, or no longer ours (a human took over).
+		e.forgetQuarantine(e.node(entry.Node), entry.Time)
+	}
+	if entry.State == string(fault.StateResolved) && entry.FaultID != "" {
+		e.restoredFault(entry).resolved = true
+	}
+}
+
+// restoredFault is the state of entry's fault, created when missing.
+func (e *remediationExporter) restoredFault(entry audit.Entry) *faultState {
+	fs := e.faults[entry.FaultID]
+	if fs == nil {
+		fs = &faultState{}
+		e.faults[entry.FaultID] = fs
+	}
+	if entry.Node != "" {
+		fs.node = entry.Node
+	}
+	if entry.Time.After(fs.lastRecord) {
+		fs.lastRecord = entry.Time
+	}
+	return fs
 }

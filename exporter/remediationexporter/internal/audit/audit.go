@@ -1,7 +1,8 @@
 // Package audit records every decision of the remediation exporter (acted,
 // dry run, skipped and why, failed) as a zap log line and, when a file is
 // configured, as one JSON line appended to it and synced before the call
-// returns, so the trail survives a crash of the collector.
+// returns, so the trail survives a crash of the collector. Replay reads the
+// file back, so that a restarted exporter remembers what it did.
 package audit // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 
 import (
@@ -55,12 +56,35 @@ func Open(logger *zap.Logger, path string) (*Log, error) {
 	if path == "" {
 		return l, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if err := endLastLine(f); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	l.file = f
 	return l, nil
+}
+
+// endLastLine ends a last line cut short by a crash with a newline, so
+// that the next entry starts a line of its own and Replay skips only the
+// cut one.
+func endLastLine(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, st.Size()-1); err != nil {
+		return err
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	_, err = f.Write([]byte{'\n'})
+	return err
 }
 
 // Record logs e and appends it to the file. A failure to write the file is
