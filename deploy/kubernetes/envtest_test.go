@@ -395,6 +395,16 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 		want, err := os.ReadFile(filepath.Join("overlays", "production", "remediation-kubernetes.yaml"))
 		require.NoError(t, err)
 		assert.Equal(t, string(want), mountedConfigMapFile(t, objs, pod, gw, strings.TrimPrefix(gw.Args[1], "--config=")))
+		// The audit file outlives the pod: a restarted gateway replays it.
+		audit := envVar(gw, "REMEDIATION_AUDIT_FILE")
+		require.NotNil(t, audit)
+		m := slices.IndexFunc(gw.VolumeMounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(audit.Value, m.MountPath+"/") })
+		require.GreaterOrEqual(t, m, 0, "%s is not mounted", audit.Value)
+		name := gw.VolumeMounts[m].Name
+		assert.False(t, slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == name }),
+			"volume %s of %s is a pod volume (it goes with the pod)", name, audit.Value)
+		assert.True(t, slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(c corev1.PersistentVolumeClaim) bool { return c.Name == name }),
+			"volume %s of %s is a volumeClaimTemplate", name, audit.Value)
 	}
 }
 
