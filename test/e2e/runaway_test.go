@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -24,29 +23,10 @@ import (
 // every span of the other job reaches Tempo. Tail sampling keeps 100 %
 // here so that Tempo sees everything the rate limit let through.
 func TestRunawayJobDoesNotStarveOthers(t *testing.T) {
-	root := repoRoot(t)
-	gatewayBin := binary(t, "otelcol-gpu-gateway")
-	brokerBin := buildBroker(t)
-
-	brokerAddr := freeAddr(t)
-	broker := startProcess(t, "kfakebroker", nil, brokerBin,
-		"-listen", brokerAddr, "-advertise", brokerAddr,
-		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "1")
-	tempo := startTraceSink(t)
-	sink := newLogSink(t)
-	gwHealth, telemetry := freeAddr(t), freeAddr(t)
 	const budget = 2000 // spans/s per job, burst 200,000 as configured
-	gateway := startProcess(t, "gateway", []string{
-		"KAFKA_BROKERS=" + brokerAddr,
-		"PROMETHEUS_REMOTE_WRITE_URL=" + sink + "/api/v1/write",
-		"LOKI_OTLP_ENDPOINT=" + sink,
-		"TEMPO_OTLP_ENDPOINT=" + tempo.addr,
-		"TAIL_SAMPLING_PERCENTAGE=100",
-		"RATELIMIT_JOB_SPANS_PER_SECOND=" + strconv.Itoa(budget),
-		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(telemetry),
-	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
-	waitHTTP(t, "http://"+gwHealth+"/", gateway)
+	gw := startSpansGateway(t, 1, "TAIL_SAMPLING_PERCENTAGE=100",
+		"RATELIMIT_JOB_SPANS_PER_SECOND="+strconv.Itoa(budget))
+	broker, gateway, tempo, brokerAddr, telemetry := gw.broker, gw.gateway, gw.tempo, gw.brokerAddr, gw.telemetry
 
 	// The runaway job: 600,000 spans (three times the burst) in 300
 	// messages, one trace per message. The healthy job: 40 steps of 8 ranks,

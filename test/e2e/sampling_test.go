@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -26,26 +27,8 @@ import (
 // steps of a straggler, with their verdict and root spans; a failed step; a
 // step whose spans carry NVLink errors), and about 10 % of healthy steps.
 func TestGatewayTailSampling(t *testing.T) {
-	root := repoRoot(t)
-	gatewayBin := binary(t, "otelcol-gpu-gateway")
-	brokerBin := buildBroker(t)
-
-	brokerAddr := freeAddr(t)
-	broker := startProcess(t, "kfakebroker", nil, brokerBin,
-		"-listen", brokerAddr, "-advertise", brokerAddr,
-		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3")
-	tempo := startTraceSink(t)
-	sink := newLogSink(t) // accepts Loki's and Prometheus' requests alike
-	gwHealth := freeAddr(t)
-	gateway := startProcess(t, "gateway", []string{
-		"KAFKA_BROKERS=" + brokerAddr,
-		"PROMETHEUS_REMOTE_WRITE_URL=" + sink + "/api/v1/write",
-		"LOKI_OTLP_ENDPOINT=" + sink,
-		"TEMPO_OTLP_ENDPOINT=" + tempo.addr,
-		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
-	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
-	waitHTTP(t, "http://"+gwHealth+"/", gateway)
+	gw := startSpansGateway(t, 3)
+	broker, gateway, tempo, brokerAddr := gw.broker, gw.gateway, gw.tempo, gw.brokerAddr
 
 	const (
 		ranks        = 8
@@ -132,6 +115,39 @@ func TestGatewayTailSampling(t *testing.T) {
 	if t.Failed() {
 		gateway.dumpLog(t, 40)
 	}
+}
+
+// spansGateway is a broker, the gateway binary on its shipped config and an
+// OTLP trace server in Tempo's place: what the span-path tests share.
+type spansGateway struct {
+	broker, gateway *process
+	tempo           *traceSink
+	brokerAddr      string
+	telemetry       string // the gateway's own metrics endpoint (host:port)
+}
+
+// startSpansGateway starts them with the topics' partition count and extra
+// gateway environment (NAME=value).
+func startSpansGateway(t *testing.T, partitions int, env ...string) spansGateway {
+	root := repoRoot(t)
+	gatewayBin := binary(t, "otelcol-gpu-gateway")
+	brokerBin := buildBroker(t)
+	g := spansGateway{brokerAddr: freeAddr(t), tempo: startTraceSink(t), telemetry: freeAddr(t)}
+	g.broker = startProcess(t, "kfakebroker", nil, brokerBin,
+		"-listen", g.brokerAddr, "-advertise", g.brokerAddr,
+		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", strconv.Itoa(partitions))
+	sink := newLogSink(t) // accepts Loki's and Prometheus' requests alike
+	health := freeAddr(t)
+	g.gateway = startProcess(t, "gateway", append([]string{
+		"KAFKA_BROKERS=" + g.brokerAddr,
+		"PROMETHEUS_REMOTE_WRITE_URL=" + sink + "/api/v1/write",
+		"LOKI_OTLP_ENDPOINT=" + sink,
+		"TEMPO_OTLP_ENDPOINT=" + g.tempo.addr,
+		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
+		"OTELCOL_GPU_TELEMETRY_PORT=" + port(g.telemetry),
+	}, env...), gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
+	waitHTTP(t, "http://"+health+"/", g.gateway)
+	return g
 }
 
 // stepSpan appends one rank's train.step span as the agent's stepspan
