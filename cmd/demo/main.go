@@ -273,41 +273,21 @@ func (d *demo) run(ctx context.Context) (err error) {
 	otlpURL := map[string]string{}
 	var health []string
 	for _, n := range nodes {
-		addrs := make([]string, 4) // health, OTLP/HTTP, OTLP/gRPC, telemetry
-		for i := range addrs {
-			if addrs[i], err = freeAddr(); err != nil {
+		var addrs testbed.AgentAddrs
+		for _, addr := range []*string{&addrs.Health, &addrs.OTLPHTTP, &addrs.OTLPGRPC, &addrs.Telemetry} {
+			if *addr, err = freeAddr(); err != nil {
 				return err
 			}
 		}
-		state := filepath.Join(d.outDir, "state", n.Host)
-		if err := os.MkdirAll(filepath.Join(state, "inspector"), 0o755); err != nil {
+		env, err := n.AgentEnv(brokerAddr, filepath.Join(d.outDir, "state", n.Host), addrs, true)
+		if err != nil {
 			return err
 		}
-		if _, err := d.procs.start(2, "agent-"+n.Host, d.logDir, []string{
-			"KAFKA_BROKERS=" + brokerAddr,
-			"OTELCOL_GPU_HOST_NAME=" + n.Host,
-			"TRAINING_JOB_ID=" + n.JobID,
-			"GPU_SOURCE=exporter",
-			"DCGM_ENDPOINT=" + n.PageURL,
-			"GPU_KMSG=false",
-			"GPU_COLLECTION_INTERVAL=1s",
-			"GPU_PROFILING_INTERVAL=1s",
-			"IB_COLLECTION_INTERVAL=1s",
-			"SYSFS_ROOT=" + n.SysfsRoot,
-			"NCCL_FR_DIR=" + n.FRDir,
-			"NCCL_FR_SETTLE_TIME=100ms",
-			"NCCL_INSPECTOR_DIR=" + filepath.Join(state, "inspector"),
-			"STEPSPAN_COLLECTIVE_WAIT=1500ms",
-			"OTELCOL_GPU_STORAGE_DIR=" + state,
-			"OTELCOL_GPU_HEALTH_ENDPOINT=" + addrs[0],
-			"OTLP_HTTP_ENDPOINT=" + addrs[1],
-			"OTLP_GRPC_ENDPOINT=" + addrs[2],
-			"OTELCOL_GPU_TELEMETRY_PORT=" + port(addrs[3]),
-		}, d.binary("otelcol-gpu-agent"), "--config", d.cfg.agentConfig); err != nil {
+		if _, err := d.procs.start(2, "agent-"+n.Host, d.logDir, env, d.binary("otelcol-gpu-agent"), "--config", d.cfg.agentConfig); err != nil {
 			return err
 		}
-		health = append(health, "http://"+addrs[0]+"/")
-		otlpURL[n.Host] = "http://" + addrs[1] + "/v1/traces"
+		health = append(health, "http://"+addrs.Health+"/")
+		otlpURL[n.Host] = "http://" + addrs.OTLPHTTP + "/v1/traces"
 	}
 	if err := waitFor(ctx, &d.procs, "starting the gateway", 90*time.Second, httpCheck("http://"+gwHealth+"/")); err != nil {
 		return err

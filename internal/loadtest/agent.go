@@ -68,32 +68,20 @@ func RunAgent(ctx context.Context, opts AgentOptions) (AgentRun, error) {
 		return run, err
 	}
 	defer broker.Close()
-	addrs := make([]string, 5)
-	for i := range addrs {
-		if addrs[i], err = FreeAddr(); err != nil {
+	var addrs testbed.AgentAddrs
+	for _, addr := range []*string{&addrs.Health, &addrs.OTLPHTTP, &addrs.OTLPGRPC, &addrs.Telemetry} {
+		if *addr, err = FreeAddr(); err != nil {
 			return run, err
 		}
 	}
-	health, grpcAddr, httpAddr, telemetry := addrs[0], addrs[1], addrs[2], addrs[3]
-	_, telemetryPort, _ := splitHostPort(telemetry)
+	health, httpAddr := addrs.Health, addrs.OTLPHTTP
 	// The agent configuration's own intervals: only the inputs' locations
 	// are set.
-	agent, err := StartProcess(opts.Dir, "agent", []string{
-		"KAFKA_BROKERS=" + broker.Addr,
-		"OTELCOL_GPU_HOST_NAME=" + n.Host,
-		"TRAINING_JOB_ID=" + n.JobID,
-		"GPU_SOURCE=exporter",
-		"DCGM_ENDPOINT=" + n.PageURL,
-		"GPU_KMSG=false",
-		"SYSFS_ROOT=" + n.SysfsRoot,
-		"NCCL_FR_DIR=" + n.FRDir,
-		"NCCL_INSPECTOR_DIR=" + opts.Dir,
-		"OTELCOL_GPU_STORAGE_DIR=" + opts.Dir + "/storage",
-		"OTLP_GRPC_ENDPOINT=" + grpcAddr,
-		"OTLP_HTTP_ENDPOINT=" + httpAddr,
-		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + telemetryPort,
-	}, opts.Binary, "--config", opts.ConfigPath)
+	env, err := n.AgentEnv(broker.Addr, opts.Dir, addrs, false)
+	if err != nil {
+		return run, err
+	}
+	agent, err := StartProcess(opts.Dir, "agent", env, opts.Binary, "--config", opts.ConfigPath)
 	if err != nil {
 		return run, err
 	}

@@ -65,28 +65,13 @@ func TestDetectionThroughTheBinaries(t *testing.T) {
 
 	otlpURL := map[string]string{}
 	for _, n := range cluster.Nodes() {
-		health, httpAddr := freeAddr(t), freeAddr(t)
-		agent := startProcess(t, "agent-"+n.Host, []string{
-			"KAFKA_BROKERS=" + brokerAddr,
-			"OTELCOL_GPU_HOST_NAME=" + n.Host,
-			"TRAINING_JOB_ID=" + n.JobID,
-			"GPU_SOURCE=exporter",
-			"DCGM_ENDPOINT=" + n.PageURL,
-			"GPU_KMSG=false",
-			"GPU_COLLECTION_INTERVAL=1s",
-			"GPU_PROFILING_INTERVAL=1s",
-			"IB_COLLECTION_INTERVAL=1s",
-			"SYSFS_ROOT=" + n.SysfsRoot,
-			"NCCL_FR_DIR=" + n.FRDir,
-			"NCCL_FR_SETTLE_TIME=100ms",
-			"NCCL_INSPECTOR_DIR=" + t.TempDir(),
-			"STEPSPAN_COLLECTIVE_WAIT=1500ms",
-			"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
-			"OTLP_GRPC_ENDPOINT=" + freeAddr(t),
-			"OTLP_HTTP_ENDPOINT=" + httpAddr,
-			"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
-			"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
-		}, agentBin, "--config", filepath.Join(root, "distributions", "agent", "config.yaml"))
+		addrs := testbed.AgentAddrs{Health: freeAddr(t), OTLPHTTP: freeAddr(t), OTLPGRPC: freeAddr(t), Telemetry: freeAddr(t)}
+		env, err := n.AgentEnv(brokerAddr, t.TempDir(), addrs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent := startProcess(t, "agent-"+n.Host, env, agentBin, "--config", filepath.Join(root, "distributions", "agent", "config.yaml"))
+		health, httpAddr := addrs.Health, addrs.OTLPHTTP
 		all = append(all, agent)
 		waitHTTP(t, "http://"+health+"/", agent)
 		otlpURL[n.Host] = "http://" + httpAddr + "/v1/traces"

@@ -75,28 +75,13 @@ func newFailureRig(t *testing.T) *failureRig {
 	t.Cleanup(lag.Close)
 	r.lag = lag
 
-	health, httpAddr := freeAddr(t), freeAddr(t)
-	r.agent = startProcess(t, "agent", []string{
-		"KAFKA_BROKERS=" + r.broker,
-		"OTELCOL_GPU_HOST_NAME=" + r.node.Host,
-		"TRAINING_JOB_ID=" + r.node.JobID,
-		"GPU_SOURCE=exporter",
-		"DCGM_ENDPOINT=" + r.node.PageURL,
-		"GPU_KMSG=false",
-		"GPU_COLLECTION_INTERVAL=1s",
-		"GPU_PROFILING_INTERVAL=1s",
-		"IB_COLLECTION_INTERVAL=1s",
-		"SYSFS_ROOT=" + r.node.SysfsRoot,
-		"NCCL_FR_DIR=" + r.node.FRDir,
-		"NCCL_FR_SETTLE_TIME=100ms",
-		"NCCL_INSPECTOR_DIR=" + t.TempDir(),
-		"STEPSPAN_COLLECTIVE_WAIT=1500ms",
-		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
-		"OTLP_GRPC_ENDPOINT=" + freeAddr(t),
-		"OTLP_HTTP_ENDPOINT=" + httpAddr,
-		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
-	}, agentBin, "--config", filepath.Join(r.root, "distributions", "agent", "config.yaml"))
+	addrs := testbed.AgentAddrs{Health: freeAddr(t), OTLPHTTP: freeAddr(t), OTLPGRPC: freeAddr(t), Telemetry: freeAddr(t)}
+	env, err := r.node.AgentEnv(r.broker, t.TempDir(), addrs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.agent = startProcess(t, "agent", env, agentBin, "--config", filepath.Join(r.root, "distributions", "agent", "config.yaml"))
+	health, httpAddr := addrs.Health, addrs.OTLPHTTP
 	r.procs = append(r.procs, r.agent)
 	waitHTTP(t, "http://"+health+"/", r.agent)
 	r.otlpURL = "http://" + httpAddr + "/v1/traces"
