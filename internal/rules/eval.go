@@ -145,7 +145,11 @@ type point struct {
 }
 
 type series struct {
-	points    []point // ordered by time
+	points []point // ordered by time; a window of buf
+	// buf is the array points lives in, from its start: expire reslices
+	// points forward, and insert moves them back to the start instead of
+	// growing a new array when the dropped prefix is as long as they are.
+	buf       []point
 	lastSeen  time.Time
 	keep      time.Duration // samples older than this before the latest go
 	baseline  float64
@@ -210,6 +214,32 @@ func (e *Evaluator) Signals() []string {
 	return out
 }
 
+// Signal is a signal name resolved by one Evaluator (Evaluator.Signal), for
+// hot paths that observe the same names over and over: it tells which
+// entity kinds' rules read the signal without a lookup by name. Only the
+// Evaluator that resolved it may take it.
+type Signal struct {
+	id    int
+	kinds kindSet // none when no rule reads the signal
+}
+
+// Signal resolves name. The zero kinds of a name no rule reads make
+// ReadBy false for every kind.
+func (e *Evaluator) Signal(name string) Signal {
+	if id, used := e.ids[name]; used {
+		return Signal{id: id, kinds: e.kinds[id]}
+	}
+	return Signal{id: -1}
+}
+
+// ReadBy reports whether a rule on entities of kind k reads s: whether
+// ObserveSignal would keep a sample of s for such an entity (entity limit
+// aside).
+func (s Signal) ReadBy(k fault.EntityKind) bool { return s.kinds.has(k) }
+
+// Read reports whether any rule reads s.
+func (s Signal) Read() bool { return s.kinds != 0 }
+
 // Observe records a numeric sample. See ObserveSample.
 func (e *Evaluator) Observe(entity fault.Entity, signal string, value float64, at time.Time) bool {
 	return e.ObserveSample(entity, Sample{Signal: signal, Value: value, At: at})
@@ -219,10 +249,16 @@ func (e *Evaluator) Observe(entity fault.Entity, signal string, value float64, a
 // not kept: no rule on entity's kind reads the signal, or the entity limit
 // is reached.
 func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
-	id, used := e.ids[s.Signal]
-	if !used || !e.kinds[id].has(entity.Kind) {
+	return e.ObserveSignal(entity, e.Signal(s.Signal), s)
+}
+
+// ObserveSignal is ObserveSample with s.Signal resolved as sig by this
+// Evaluator's Signal; s.Signal itself is not read.
+func (e *Evaluator) ObserveSignal(entity fault.Entity, sig Signal, s Sample) bool {
+	if !sig.ReadBy(entity.Kind) {
 		return false
 	}
+	id := sig.id
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.entities[entity]
@@ -245,6 +281,7 @@ func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
 		sr = &series{keep: e.keep[id]}
 		st.series[id] = sr
 	}
+	inOrder := !s.At.Before(sr.lastSeen) // no kept sample is later than s
 	if s.At.After(sr.lastSeen) {
 		sr.lastSeen = s.At
 	}
@@ -258,16 +295,40 @@ func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
 		}
 		sr.baselineN++
 	}
-	// Insert in time order: pipelines deliver slightly out of order.
+	// Insert in time order: pipelines deliver slightly out of order. A
+	// sample not older than every one before it (the usual case: lastSeen
+	// was at most s.At) goes last without reading the points.
 	i := len(sr.points)
-	for i > 0 && sr.points[i-1].at.After(s.At) {
-		i--
+	if !inOrder {
+		for i > 0 && sr.points[i-1].at.After(s.At) {
+			i--
+		}
+	}
+	sr.insert(i, p)
+	sr.expire(s.At.Add(-sr.keep), e.limits.MaxSamplesPerSeries)
+	return true
+}
+
+// insert puts p at index i of the points, reusing the array: when it is
+// full and expire freed at least as many samples at its start as there are
+// live ones, those move back to the start (amortised: each sample moves at
+// most once per sample dropped) instead of append growing a new array for
+// every window's worth of samples.
+func (sr *series) insert(i int, p point) {
+	if n := len(sr.points); n == cap(sr.points) {
+		if n > 0 && cap(sr.buf)-cap(sr.points) >= n {
+			copy(sr.buf[:n], sr.points)
+			clear(sr.buf[n:cap(sr.buf)])
+			sr.points = sr.buf[:n]
+		} else {
+			grown := make([]point, n, max(2*n, 4))
+			copy(grown, sr.points)
+			sr.points, sr.buf = grown, grown
+		}
 	}
 	sr.points = append(sr.points, point{})
 	copy(sr.points[i+1:], sr.points[i:])
 	sr.points[i] = p
-	sr.expire(s.At.Add(-sr.keep), e.limits.MaxSamplesPerSeries)
-	return true
 }
 
 // expire drops samples before cutoff and the oldest beyond max.
@@ -323,7 +384,7 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 		if sweep {
 			for _, sr := range st.series {
 				if sr != nil && sr.lastSeen.Before(now.Add(-sr.keep)) {
-					sr.points = nil
+					sr.points, sr.buf = nil, nil
 				}
 			}
 		}

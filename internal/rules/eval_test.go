@@ -425,3 +425,57 @@ func TestMatchEvidenceIsTheOnset(t *testing.T) {
 	assert.Equal(t, t0, m.Since)
 	assert.Equal(t, t0.Add(2*time.Second), m.At)
 }
+
+// A series keeps its samples in time order, arrivals late or not, while
+// insert moves them back to the start of their array instead of growing a
+// new one: over many windows its array stays within twice the samples it
+// keeps.
+func TestSeriesReusesItsArray(t *testing.T) {
+	one := 0.0
+	c := Condition{Signal: "c", Agg: AggCount, Op: OpGT, Value: &one}
+	r := Rule{Name: "r", FaultType: fault.TypeGPUThermal, Severity: fault.SeverityP2, Action: fault.ActionNone,
+		BlastRadius: fault.BlastGPU, Confidence: 1, Entity: fault.EntityGPU, Window: 10 * time.Second, All: []Condition{c}}
+	ev := NewEvaluator([]Rule{r}, Limits{})
+	id := ev.ids["c"]
+	for i := 0; i < 1000; i++ {
+		at := t0.Add(time.Duration(i) * time.Second)
+		if i%7 == 3 {
+			at = at.Add(-2 * time.Second) // two seconds late
+		}
+		require.True(t, ev.Observe(gpuG, "c", float64(i), at))
+		sr := ev.entities[gpuG].get(id)
+		for j := 1; j < len(sr.points); j++ {
+			require.False(t, sr.points[j].at.Before(sr.points[j-1].at), "sample %d out of order after observation %d", j, i)
+		}
+		require.LessOrEqual(t, len(sr.points), 13, "observation %d: only the window is kept", i)
+		require.LessOrEqual(t, cap(sr.buf), 32, "observation %d: the array grew with every window", i)
+	}
+	ms := ev.Evaluate(t0.Add(999 * time.Second))
+	require.Len(t, ms, 1)
+	// In [989 s, 999 s]: 989, 991 to 996, 995 again (997, late), 998, 999.
+	assert.InDelta(t, 10, ms[0].Evidence[0].Value, 0, "the samples of the last 10 s, both ends included")
+}
+
+func TestSignalResolvesOnce(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	unread := ev.Signal("no.rule.reads.this")
+	assert.False(t, unread.Read())
+	assert.False(t, unread.ReadBy(fault.EntityGPU))
+	assert.False(t, ev.ObserveSignal(gpuG, unread, Sample{Signal: "no.rule.reads.this", Value: 1, At: t0}))
+
+	dbe := ev.Signal(sigDBE)
+	assert.True(t, dbe.Read())
+	assert.True(t, dbe.ReadBy(fault.EntityGPU))
+	assert.True(t, dbe.ReadBy(fault.EntityNode), "dbe_with_oom_and_nccl_timeout reads it on nodes")
+	assert.False(t, dbe.ReadBy(fault.EntityJob))
+	assert.False(t, ev.ObserveSignal(fault.Entity{Kind: fault.EntityJob, Key: "j"}, dbe, Sample{Value: 1, At: t0}))
+	assert.Equal(t, 0, ev.Entities())
+
+	// The resolved signal stands for the name: Sample.Signal is not read.
+	require.True(t, ev.ObserveSignal(gpuG, dbe, Sample{Value: 0, At: t0}))
+	require.True(t, ev.ObserveSignal(gpuG, dbe, Sample{Value: 1, At: t0.Add(10 * time.Second)}))
+	_, ok := findRule(ev.Evaluate(t0.Add(20*time.Second)), "dbe_alone")
+	assert.True(t, ok)
+}

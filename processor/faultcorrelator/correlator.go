@@ -50,6 +50,7 @@ type correlator struct {
 	// the rules that read node.heartbeat with agg absent (node.silent).
 	metricsRead map[string]bool
 	silentRules map[string]bool
+	spanSignals spanSignals
 
 	mu         sync.Mutex
 	eval       *rules.Evaluator
@@ -62,6 +63,9 @@ type correlator struct {
 	hostJobs   map[string]map[string]struct{} // gateway: watched hosts and the jobs whose ranks they run
 	jobSeen    map[string]time.Time           // gateway: each watched job's latest input
 	incidents  map[string][]time.Time         // per host: onsets of the faults counted for escalation
+	// lastRemembered, per entity kind (rememberSlot): what remember last
+	// merged into info, so that a repeat skips the lookup.
+	lastRemembered [6]remembered
 
 	registration metric.Registration
 	cancel       context.CancelFunc
@@ -94,6 +98,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 		jobSeen:     map[string]time.Time{},
 		incidents:   map[string][]time.Time{},
 	}
+	c.spanSignals = newSpanSignals(c.eval)
 	for _, sig := range c.eval.Signals() {
 		name, _, _ := strings.Cut(sig, "{")
 		c.metricsRead[name] = true

@@ -186,3 +186,37 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConsumeTraces1024RanksByNode: the step of BenchmarkConsumeTraces1024Ranks
+// as the gateway's kafka receiver hands it on, one message per node (8 spans
+// a batch): the per-batch work counts too.
+func BenchmarkConsumeTraces1024RanksByNode(b *testing.B) {
+	c := newBenchCorrelator(b, ModeGateway)
+	step := benchStep()
+	var batches []ptrace.Traces
+	for i := 0; i < step.ResourceSpans().Len(); i += 8 {
+		td := ptrace.NewTraces()
+		for j := i; j < i+8; j++ {
+			step.ResourceSpans().At(j).CopyTo(td.ResourceSpans().AppendEmpty())
+		}
+		batches = append(batches, td)
+	}
+	ctx := context.Background()
+	at := t0
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(5 * time.Second)
+		start, end := pcommon.NewTimestampFromTime(at.Add(-4*time.Second)), pcommon.NewTimestampFromTime(at)
+		for _, td := range batches {
+			rss := td.ResourceSpans()
+			for i := 0; i < rss.Len(); i++ {
+				sp := rss.At(i).ScopeSpans().At(0).Spans().At(0)
+				sp.SetStartTimestamp(start)
+				sp.SetEndTimestamp(end)
+			}
+			if err := c.ConsumeTraces(ctx, td); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -99,10 +99,24 @@ func (w *where) read(attrs pcommon.Map) {
 	}
 }
 
+// maxEntitiesPerInput bounds entities: GPU, IB port, rank, node and job.
+const maxEntitiesPerInput = 5
+
 // entities lists every entity the input belongs to, finest first: a signal
 // is observed under each, so rules on any kind see it.
 func (w where) entities() []fault.Entity {
-	var out []fault.Entity
+	return w.entitiesInto(nil, "")
+}
+
+// rankKey is the key of the rank entity of job's rank.
+func rankKey(job string, rank int64) string {
+	return job + "/" + strconv.FormatInt(rank, 10)
+}
+
+// entitiesInto is entities appended to out, so that a caller can pass an
+// array's slice and spare the allocation; rk, when not empty, is the rank
+// key the caller already built.
+func (w where) entitiesInto(out []fault.Entity, rk string) []fault.Entity {
 	if w.gpu != "" {
 		out = append(out, fault.Entity{Kind: fault.EntityGPU, Key: w.gpu})
 	}
@@ -110,7 +124,10 @@ func (w where) entities() []fault.Entity {
 		out = append(out, fault.Entity{Kind: fault.EntityIBPort, Key: w.host + "/" + w.ibDevice + "/" + w.ibPort})
 	}
 	if w.job != "" && w.rankKnown {
-		out = append(out, fault.Entity{Kind: fault.EntityRank, Key: w.job + "/" + strconv.FormatInt(w.rank, 10)})
+		if rk == "" {
+			rk = rankKey(w.job, w.rank)
+		}
+		out = append(out, fault.Entity{Kind: fault.EntityRank, Key: rk})
 	}
 	if w.host != "" {
 		out = append(out, fault.Entity{Kind: fault.EntityNode, Key: w.host})
@@ -143,24 +160,96 @@ func (c *correlator) observeUnder(ents []fault.Entity, w where, s rules.Sample) 
 	}
 }
 
+// observer observes the samples of one input under its entities and, when
+// done, remembers each entity that kept one, once, in the order they first
+// kept one: what observeUnder per sample does, with one identity update
+// per entity instead of one per sample. Signals come resolved (spanSignals),
+// so that no sample is looked up by name. Callers hold c.mu. It holds
+// nothing but the entities, so that it and their array stay on the stack.
+type observer struct {
+	ents  []fault.Entity // at most maxEntitiesPerInput
+	kept  [maxEntitiesPerInput]bool
+	order [maxEntitiesPerInput]int
+	n     int // entities in order
+}
+
+// add observes s, whose signal is sig, under each entity.
+func (o *observer) add(c *correlator, sig rules.Signal, s rules.Sample) {
+	for i, e := range o.ents {
+		if sig.ReadBy(e.Kind) && c.eval.ObserveSignal(e, sig, s) && !o.kept[i] {
+			o.kept[i] = true
+			o.order[o.n] = i
+			o.n++
+		}
+	}
+}
+
+// done remembers the entities that kept a sample as w's.
+func (o *observer) done(c *correlator, w where) {
+	for _, i := range o.order[:o.n] {
+		c.remember(o.ents[i], w)
+	}
+}
+
+// remembered is the identity remember was last given for an entity of one
+// kind (after the coarse kinds' fields are cleared): the same again, as
+// from the spans of one host or one job in a row, changes nothing.
+type remembered struct {
+	entity fault.Entity
+	w      where
+	ok     bool
+}
+
+// rememberSlot returns the slot of c.lastRemembered for kind k.
+func rememberSlot(k fault.EntityKind) int {
+	switch k {
+	case fault.EntityGPU:
+		return 0
+	case fault.EntityNode:
+		return 1
+	case fault.EntityIBPort:
+		return 2
+	case fault.EntityRank:
+		return 3
+	case fault.EntityJob:
+		return 4
+	}
+	return 5 // any other kind
+}
+
 // remember keeps the identity of e; bounded like the evaluator's entities.
 func (c *correlator) remember(e fault.Entity, w where) {
+	// Coarse entities (node, job) must not carry one GPU's or rank's
+	// identity (nor a rank number, which says nothing without rankKnown).
+	switch e.Kind {
+	case fault.EntityNode, fault.EntityIBPort:
+		w.gpu, w.job, w.rank, w.rankKnown = "", "", 0, false
+	case fault.EntityJob:
+		w.gpu, w.host, w.rank, w.rankKnown = "", "", 0, false
+	}
+	last := &c.lastRemembered[rememberSlot(e.Kind)]
+	if last.ok && last.entity == e && last.w == w {
+		return // merging the same identity again keeps what c.info holds
+	}
 	old, known := c.info[e]
 	if !known && len(c.info) >= c.cfg.MaxEntities {
 		return
 	}
-	// Coarse entities (node, job) must not carry one GPU's or rank's identity.
-	switch e.Kind {
-	case fault.EntityNode, fault.EntityIBPort:
-		w.gpu, w.job, w.rankKnown = "", "", false
-	case fault.EntityJob:
-		w.gpu, w.host, w.rankKnown = "", "", false
-	}
+	*last = remembered{entity: e, w: w, ok: true}
 	if w.host == "" {
 		w.host = old.host
 	}
 	if w.gpu == "" {
 		w.gpu = old.gpu // a rank's verdict span may not name the GPU its step spans did
+	}
+	if e.Kind == fault.EntityGPU && w.job == "" && !w.rankKnown {
+		// A GPU's metrics name no job: its record keeps the job and rank
+		// that the latest span of the GPU named, rather than losing them
+		// to every scrape in between.
+		w.job, w.rank, w.rankKnown = old.job, old.rank, old.rankKnown
+	}
+	if known && old == w {
+		return // the usual case: a rank's every span says the same
 	}
 	c.info[e] = w
 }
@@ -173,6 +262,12 @@ type activity struct {
 	hosts map[string]time.Time
 	jobs  map[string]time.Time
 	ranks map[hostJob]struct{}
+	// The last host, job and rank host noted, with the host's and job's
+	// times: consecutive spans mostly share them, and these spare the
+	// map updates.
+	lastHost, lastJob     string
+	lastHostAt, lastJobAt time.Time
+	lastRank              hostJob
 }
 
 type hostJob struct{ host, job string }
@@ -190,18 +285,27 @@ func (a *activity) saw(w where, at time.Time) {
 	if a == nil {
 		return
 	}
-	if w.host != "" && at.After(a.hosts[w.host]) {
-		a.hosts[w.host] = at
+	if w.host != "" && (w.host != a.lastHost || at.After(a.lastHostAt)) {
+		if at.After(a.hosts[w.host]) {
+			a.hosts[w.host] = at
+		}
+		a.lastHost, a.lastHostAt = w.host, a.hosts[w.host]
 	}
-	if w.job != "" && at.After(a.jobs[w.job]) {
-		a.jobs[w.job] = at
+	if w.job != "" && (w.job != a.lastJob || at.After(a.lastJobAt)) {
+		if at.After(a.jobs[w.job]) {
+			a.jobs[w.job] = at
+		}
+		a.lastJob, a.lastJobAt = w.job, a.jobs[w.job]
 	}
 }
 
 // sawRank notes a rank span: its host runs ranks of its job.
 func (a *activity) sawRank(w where) {
 	if a != nil && w.host != "" && w.job != "" && w.rankKnown {
-		a.ranks[hostJob{w.host, w.job}] = struct{}{}
+		if hj := (hostJob{w.host, w.job}); hj != a.lastRank {
+			a.ranks[hj] = struct{}{}
+			a.lastRank = hj
+		}
 	}
 }
 
@@ -556,8 +660,10 @@ func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *
 		return // only rank spans carry per-rank signals
 	}
 	name := sp.Name()
+	var rk string
 	if w.job != "" {
-		rank := fault.Entity{Kind: fault.EntityRank, Key: w.job + "/" + strconv.FormatInt(w.rank, 10)}
+		rk = rankKey(w.job, w.rank)
+		rank := fault.Entity{Kind: fault.EntityRank, Key: rk}
 		if name == spanStep {
 			c.remember(rank, w) // where the rank runs, for its verdict spans
 		} else if w.gpu == "" || w.host == "" {
@@ -578,59 +684,98 @@ func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *
 		act.saw(w, at)
 		act.sawRank(w)
 	}
-	ents := w.entities()
+	var ents [maxEntitiesPerInput]fault.Entity // not in o: a pointer into itself would move o to the heap
+	o := observer{ents: w.entitiesInto(ents[:0], rk)}
 	base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 	a := sp.Attributes()
-	if v, ok := a.Get(attrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
-		s := base
-		s.Signal, s.Text = attrStragglerVerdict, v.Str()
-		c.observeUnder(ents, w, s)
+	sigs := &c.spanSignals
+	if sigs.verdict.Read() {
+		if v, ok := a.Get(attrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
+			s := base
+			s.Signal, s.Text = attrStragglerVerdict, v.Str()
+			o.add(c, sigs.verdict, s)
+		}
 	}
 	switch {
 	case name == spanStep:
-		c.observeStepSpan(sp, ents, w, base)
+		c.observeStepSpan(sp, &o, base)
 	case sp.Status().Code() == ptrace.StatusCodeError && strings.HasPrefix(sp.Status().Message(), timedOutStatusPrefix):
 		if _, collective := a.Get(semconv.AttrNCCLCollective); collective {
 			s := base
 			s.Signal, s.Value = signalNCCLTimedOut, 1
-			c.observeUnder(ents, w, s)
+			o.add(c, sigs.ncclTimedOut, s)
 		}
 	}
+	o.done(c, w)
+}
+
+// spanSignals are the signals read from rank spans, resolved when the
+// correlator is created: the span path neither looks them up by name nor
+// reads attributes whose samples no rule would keep.
+type spanSignals struct {
+	verdict, stepDuration, xid, throttle, ncclTimedOut rules.Signal
+	numbers                                            []namedSignal // the stepSpanNumbers some rule reads, in that order
+}
+
+type namedSignal struct {
+	name string
+	sig  rules.Signal
+}
+
+func newSpanSignals(ev *rules.Evaluator) spanSignals {
+	s := spanSignals{
+		verdict:      ev.Signal(attrStragglerVerdict),
+		stepDuration: ev.Signal(signalStepDuration),
+		xid:          ev.Signal(semconv.AttrGPUXID),
+		throttle:     ev.Signal(attrHealthThrottle),
+		ncclTimedOut: ev.Signal(signalNCCLTimedOut),
+	}
+	for _, name := range stepSpanNumbers {
+		if sig := ev.Signal(name); sig.Read() {
+			s.numbers = append(s.numbers, namedSignal{name: name, sig: sig})
+		}
+	}
+	return s
 }
 
 // observeStepSpan reads a rank's train.step span: duration, loss, NCCL
 // summary, GPU and IB health (stepSpanNumbers), and the XIDs and throttle
-// reasons of its health window.
-func (c *correlator) observeStepSpan(sp ptrace.Span, ents []fault.Entity, w where, base rules.Sample) {
-	num := func(sig string, v float64) {
+// reasons of its health window; only what some rule reads.
+func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sample) {
+	sigs := &c.spanSignals
+	num := func(sig rules.Signal, name string, v float64) {
 		s := base
-		s.Signal, s.Value = sig, v
-		c.observeUnder(ents, w, s)
+		s.Signal, s.Value = name, v
+		o.add(c, sig, s)
 	}
-	if sp.EndTimestamp() > sp.StartTimestamp() {
-		num(signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds())
+	if sigs.stepDuration.Read() && sp.EndTimestamp() > sp.StartTimestamp() {
+		num(sigs.stepDuration, signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds())
 	}
 	a := sp.Attributes()
-	for _, k := range stepSpanNumbers {
-		if v, ok := number(a, k); ok {
-			num(k, v)
+	for _, n := range sigs.numbers {
+		if v, ok := number(a, n.name); ok {
+			num(n.sig, n.name, v)
 		}
 	}
-	if v, ok := a.Get(attrHealthXIDs); ok && v.Type() == pcommon.ValueTypeSlice {
+	if !sigs.xid.Read() {
+		// no rule reads XIDs
+	} else if v, ok := a.Get(attrHealthXIDs); ok && v.Type() == pcommon.ValueTypeSlice {
 		xids := v.Slice()
 		for i := 0; i < xids.Len() && i < maxListItemsPerSpan; i++ {
 			if x := xids.At(i); x.Type() == pcommon.ValueTypeInt {
-				num(semconv.AttrGPUXID, float64(x.Int()))
+				num(sigs.xid, semconv.AttrGPUXID, float64(x.Int()))
 			}
 		}
 	}
-	if v, ok := a.Get(attrHealthThrottle); ok && v.Type() == pcommon.ValueTypeSlice {
+	if !sigs.throttle.Read() {
+		// no rule reads throttle reasons
+	} else if v, ok := a.Get(attrHealthThrottle); ok && v.Type() == pcommon.ValueTypeSlice {
 		reasons := v.Slice()
 		for i := 0; i < reasons.Len() && i < maxListItemsPerSpan; i++ {
 			if r := reasons.At(i); r.Type() == pcommon.ValueTypeStr && r.Str() != "" {
 				s := base
 				s.Signal, s.Text = attrHealthThrottle, r.Str()
-				c.observeUnder(ents, w, s)
+				o.add(c, sigs.throttle, s)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package faultcorrelator
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -145,4 +146,90 @@ func TestAgentIgnoresSpans(t *testing.T) {
 	clock.at = t0.Add(time.Second)
 	require.NoError(t, c.evaluate(context.Background()))
 	assert.Empty(t, faults(t, sink))
+}
+
+func TestRememberCoarseAndRepeatedIdentities(t *testing.T) {
+	c, _, _ := newTestCorrelator(t, nil)
+	node := fault.Entity{Kind: fault.EntityNode, Key: testHost}
+	job := fault.Entity{Kind: fault.EntityJob, Key: testJob}
+	rank := fault.Entity{Kind: fault.EntityRank, Key: testJob + "/0"}
+	for r := int64(0); r < 3; r++ {
+		w := where{host: testHost, gpu: "GPU-" + strconv.FormatInt(r, 10), job: testJob, rank: r, rankKnown: true}
+		c.remember(node, w)
+		c.remember(job, w)
+	}
+	assert.Equal(t, where{host: testHost}, c.info[node], "a node carries no GPU, job or rank")
+	assert.Equal(t, where{job: testJob}, c.info[job], "a job carries no host, GPU or rank")
+
+	// A verdict span without the GPU keeps the one the step spans named,
+	// also when it repeats; a changed identity after a repeat is stored.
+	step := where{host: testHost, gpu: "GPU-0", job: testJob, rankKnown: true}
+	c.remember(rank, step)
+	for i := 0; i < 2; i++ {
+		c.remember(rank, where{job: testJob, rankKnown: true})
+		assert.Equal(t, step, c.info[rank])
+	}
+	moved := where{host: "xl009", gpu: "GPU-9", job: testJob, rankKnown: true}
+	c.remember(rank, moved)
+	assert.Equal(t, moved, c.info[rank])
+	c.remember(rank, step)
+	assert.Equal(t, step, c.info[rank], "the identity before the last one is not mistaken for a repeat")
+}
+
+// A GPU's fault record names the job and rank its spans named, even when
+// the GPU's metrics (which name neither) arrived last; a new job's span
+// replaces them.
+func TestGPUKeepsTheJobItsSpansNamed(t *testing.T) {
+	c, _, _ := newTestCorrelator(t, nil)
+	gpu := fault.Entity{Kind: fault.EntityGPU, Key: "GPU-6"}
+	span := where{host: testHost, gpu: "GPU-6", job: testJob, rank: 22, rankKnown: true}
+	c.remember(gpu, span)
+	c.remember(gpu, where{host: testHost, gpu: "GPU-6"}) // a scrape
+	assert.Equal(t, span, c.info[gpu])
+	next := where{host: testHost, gpu: "GPU-6", job: "job-2", rank: 3, rankKnown: true}
+	c.remember(gpu, next)
+	c.remember(gpu, where{host: testHost, gpu: "GPU-6"})
+	assert.Equal(t, next, c.info[gpu])
+}
+
+func TestActivityKeepsLatestPerHostAndJob(t *testing.T) {
+	c, _, _ := newTestCorrelator(t, func(cfg *Config) { cfg.Mode = ModeGateway })
+	a := c.newActivity()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	a.saw(where{host: "a", job: "j"}, at(2))
+	a.saw(where{host: "a", job: "j"}, at(1)) // older: changes nothing
+	a.saw(where{host: "b", job: "j"}, at(3))
+	a.saw(where{host: "a", job: "k"}, at(1))
+	a.saw(where{host: "a", job: "j"}, at(5))
+	a.saw(where{host: "b"}, at(0))
+	assert.Equal(t, map[string]time.Time{"a": at(5), "b": at(3)}, a.hosts)
+	assert.Equal(t, map[string]time.Time{"j": at(5), "k": at(1)}, a.jobs)
+
+	for _, h := range []string{"a", "a", "b", "a"} {
+		a.sawRank(where{host: h, job: "j", rankKnown: true})
+	}
+	a.sawRank(where{host: "c", job: "j"}) // no rank: not a rank span
+	assert.Equal(t, map[hostJob]struct{}{{"a", "j"}: {}, {"b", "j"}: {}}, a.ranks)
+}
+
+// The step span's numbers a custom rule reads are observed, though no
+// default rule reads them: what is skipped follows the loaded rules.
+func TestStepSpanNumbersFollowTheRules(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, func(cfg *Config) {
+		cfg.Mode = ModeGateway
+		cfg.Rules = "rules:\n  - {name: nccl_anomalies, fault_type: nccl.timeout, severity: P3, action: none, blast_radius: node, confidence: 0.5, entity: rank, window: 5m, all: [{signal: nccl.collectives.anomalies, agg: max, op: \">=\", value: 2}]}\n"
+	})
+	ctx := context.Background()
+	require.NoError(t, c.ConsumeTraces(ctx, spans(
+		rankSpan{rank: 3, host: testHost, gpu: testGPU, end: t0, attrs: map[string]any{"nccl.collectives.anomalies": int64(1)}},
+		rankSpan{rank: 4, host: testHost, gpu: "GPU-4", end: t0, attrs: map[string]any{"nccl.collectives.anomalies": int64(2)}},
+	)))
+	clock.at = t0.Add(time.Second)
+	require.NoError(t, c.evaluate(ctx))
+	got := faults(t, sink)
+	require.Len(t, got, 1)
+	assert.Equal(t, "nccl_anomalies", got[0].Rule)
+	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: testJob + "/4"}, got[0].Entity)
+	assert.Equal(t, "GPU-4", got[0].GPUUUID)
+	assert.Equal(t, testHost, got[0].HostName)
 }
