@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"slices"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -640,7 +641,7 @@ func median(ds []float64) float64 {
 		return math.NaN()
 	}
 	s := append([]float64(nil), ds...)
-	sortFloats(s)
+	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
 	}

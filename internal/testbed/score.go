@@ -275,7 +275,6 @@ func (rep *Report) Write(w io.Writer) {
 	}
 }
 
-func sortFloats(s []float64) { slices.Sort(s) }
 
 // Totals adds up the reports of several runs.
 type Totals struct {
