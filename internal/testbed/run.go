@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"slices"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -13,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"

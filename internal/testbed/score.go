@@ -275,7 +275,6 @@ func (rep *Report) Write(w io.Writer) {
 	}
 }
 
-
 // Totals adds up the reports of several runs.
 type Totals struct {
 	runs          int
