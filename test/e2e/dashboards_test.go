@@ -183,11 +183,7 @@ service:
       receivers: [%s]
       exporters: [prometheus_remote_write]
 `, receivers.String(), prom.writeURL(), strings.Join(names, ", "))
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	col := startProcess(t, "otelcol-gpu", nil, collector, "--config", cfgPath)
+	col := startWithConfig(t, "otelcol-gpu", collector, cfg)
 
 	const gpus = `count(count by (gpu_uuid) (hw_temperature_celsius{hw_sensor_location="gpu", host_name=~".*"}))`
 	eventually(t, 60*time.Second, "both GPUs in Prometheus", func() error {
@@ -466,11 +462,7 @@ service:
       receivers: [stepmetrics]
       exporters: [prometheus_remote_write]
 `, httpAddr, prom.writeURL())
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	col := startProcess(t, "otelcol-gpu", nil, collector, "--config", cfgPath)
+	col := startWithConfig(t, "otelcol-gpu", collector, cfg)
 
 	// Steps 1..n of job e2e-job, two ranks on H100s; rank 1 takes 1.5 s,
 	// rank 0 1 s, so every step's time (its slowest rank's) is 1.5 s.

@@ -71,11 +71,7 @@ service:
       receivers: [%s]
       exporters: [prometheus_remote_write]
 `, receivers.String(), prom.writeURL(), strings.Join(names, ", "))
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	col := startProcess(t, "otelcol-gpu", nil, collector, "--config", cfgPath)
+	col := startWithConfig(t, "otelcol-gpu", collector, cfg)
 
 	// The dashboard's template variables.
 	eventually(t, 60*time.Second, "both instances in Prometheus", func() error {

@@ -100,6 +100,16 @@ func startProcess(t *testing.T, name string, env []string, bin string, args ...s
 	return p
 }
 
+// startWithConfig writes cfg (a collector config) to a temporary file and
+// starts the collector binary bin on it.
+func startWithConfig(t *testing.T, name, bin, cfg string) *process {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startProcess(t, name, nil, bin, "--config", path)
+}
+
 func (p *process) stop(t *testing.T) {
 	select {
 	case <-p.done:

@@ -51,11 +51,7 @@ service:
       processors: [stepspan]
       exporters: [file]
 `, httpAddr, out)
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	col := startProcess(t, "agent", nil, collector, "--config", cfgPath)
+	col := startWithConfig(t, "agent", collector, cfg)
 	eventually(t, 60*time.Second, "collector listening", func() error {
 		c, err := netDial(httpAddr)
 		if err == nil {
