@@ -19,22 +19,51 @@ const ForgedPrefix = "forged."
 // attributes) and the gpu.fault event name in logs that arrived over OTLP,
 // and returns how many it renamed. Receivers' pipelines call it at the edge;
 // the correlator's own output never passes through it.
-func StripForged(ld plog.Logs) int {
+func StripForged(ld plog.Logs) int { return walkLogs(ld, renameForged, true) }
+
+// StripForgedTraces renames fault.* attributes on resources, scopes, spans,
+// span events and span links, and returns how many it renamed.
+func StripForgedTraces(td ptrace.Traces) int { return walkTraces(td, renameForged) }
+
+// StripForgedMetrics renames fault.* attributes on resources, scopes, data
+// points and exemplars of every metric type, and returns how many it renamed.
+func StripForgedMetrics(md pmetric.Metrics) int { return walkMetrics(md, renameForged) }
+
+// HasForged, HasForgedTraces and HasForgedMetrics tell, without changing
+// anything, whether the Strip function would rename something. Consumers
+// that must not mutate shared data (the correlator reads the same batch as
+// the backends' pipelines) strip a copy only when this says so: forged
+// attributes are rare, copying every batch is not cheap.
+func HasForged(ld plog.Logs) bool { return walkLogs(ld, countForged, false) > 0 }
+
+// HasForgedTraces: see HasForged.
+func HasForgedTraces(td ptrace.Traces) bool { return walkTraces(td, countForged) > 0 }
+
+// HasForgedMetrics: see HasForged.
+func HasForgedMetrics(md pmetric.Metrics) bool { return walkMetrics(md, countForged) > 0 }
+
+// A mapVisitor looks at (and may change) one attribute map and returns how
+// many forged keys it found.
+type mapVisitor func(pcommon.Map) int
+
+func walkLogs(ld plog.Logs, visit mapVisitor, renameEvent bool) int {
 	n := 0
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
-		n += renameForged(rl.Resource().Attributes())
+		n += visit(rl.Resource().Attributes())
 		sls := rl.ScopeLogs()
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
-			n += renameForged(sl.Scope().Attributes())
+			n += visit(sl.Scope().Attributes())
 			lrs := sl.LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
 				lr := lrs.At(k)
-				n += renameForged(lr.Attributes())
+				n += visit(lr.Attributes())
 				if lr.EventName() == EventName {
-					lr.SetEventName(ForgedPrefix + EventName)
+					if renameEvent {
+						lr.SetEventName(ForgedPrefix + EventName)
+					}
 					n++
 				}
 			}
@@ -43,27 +72,25 @@ func StripForged(ld plog.Logs) int {
 	return n
 }
 
-// StripForgedTraces renames fault.* attributes on resources, scopes, spans,
-// span events and span links, and returns how many it renamed.
-func StripForgedTraces(td ptrace.Traces) int {
+func walkTraces(td ptrace.Traces, visit mapVisitor) int {
 	n := 0
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		n += renameForged(rs.Resource().Attributes())
+		n += visit(rs.Resource().Attributes())
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
-			n += renameForged(ss.Scope().Attributes())
+			n += visit(ss.Scope().Attributes())
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
-				n += renameForged(sp.Attributes())
+				n += visit(sp.Attributes())
 				for e := 0; e < sp.Events().Len(); e++ {
-					n += renameForged(sp.Events().At(e).Attributes())
+					n += visit(sp.Events().At(e).Attributes())
 				}
 				for l := 0; l < sp.Links().Len(); l++ {
-					n += renameForged(sp.Links().At(l).Attributes())
+					n += visit(sp.Links().At(l).Attributes())
 				}
 			}
 		}
@@ -71,65 +98,74 @@ func StripForgedTraces(td ptrace.Traces) int {
 	return n
 }
 
-// StripForgedMetrics renames fault.* attributes on resources, scopes, data
-// points and exemplars of every metric type, and returns how many it renamed.
-func StripForgedMetrics(md pmetric.Metrics) int {
+func walkMetrics(md pmetric.Metrics, visit mapVisitor) int {
 	n := 0
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
-		n += renameForged(rm.Resource().Attributes())
+		n += visit(rm.Resource().Attributes())
 		sms := rm.ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
 			sm := sms.At(j)
-			n += renameForged(sm.Scope().Attributes())
+			n += visit(sm.Scope().Attributes())
 			ms := sm.Metrics()
 			for k := 0; k < ms.Len(); k++ {
-				n += stripMetric(ms.At(k))
+				n += walkMetric(ms.At(k), visit)
 			}
 		}
 	}
 	return n
 }
 
-func stripMetric(m pmetric.Metric) int {
+func walkMetric(m pmetric.Metric, visit mapVisitor) int {
 	n := 0
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
-		n += stripNumberPoints(m.Gauge().DataPoints())
+		n += walkNumberPoints(m.Gauge().DataPoints(), visit)
 	case pmetric.MetricTypeSum:
-		n += stripNumberPoints(m.Sum().DataPoints())
+		n += walkNumberPoints(m.Sum().DataPoints(), visit)
 	case pmetric.MetricTypeHistogram:
 		dps := m.Histogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			n += renameForged(dps.At(i).Attributes()) + stripExemplars(dps.At(i).Exemplars())
+			n += visit(dps.At(i).Attributes()) + walkExemplars(dps.At(i).Exemplars(), visit)
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		dps := m.ExponentialHistogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			n += renameForged(dps.At(i).Attributes()) + stripExemplars(dps.At(i).Exemplars())
+			n += visit(dps.At(i).Attributes()) + walkExemplars(dps.At(i).Exemplars(), visit)
 		}
 	case pmetric.MetricTypeSummary:
 		dps := m.Summary().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			n += renameForged(dps.At(i).Attributes())
+			n += visit(dps.At(i).Attributes())
 		}
 	}
 	return n
 }
 
-func stripNumberPoints(dps pmetric.NumberDataPointSlice) int {
+func walkNumberPoints(dps pmetric.NumberDataPointSlice, visit mapVisitor) int {
 	n := 0
 	for i := 0; i < dps.Len(); i++ {
-		n += renameForged(dps.At(i).Attributes()) + stripExemplars(dps.At(i).Exemplars())
+		n += visit(dps.At(i).Attributes()) + walkExemplars(dps.At(i).Exemplars(), visit)
 	}
 	return n
 }
 
-func stripExemplars(es pmetric.ExemplarSlice) int {
+func walkExemplars(es pmetric.ExemplarSlice, visit mapVisitor) int {
 	n := 0
 	for i := 0; i < es.Len(); i++ {
-		n += renameForged(es.At(i).FilteredAttributes())
+		n += visit(es.At(i).FilteredAttributes())
+	}
+	return n
+}
+
+// countForged counts the fault.* keys of m.
+func countForged(m pcommon.Map) int {
+	n := 0
+	for k := range m.All() {
+		if strings.HasPrefix(k, FaultAttrPrefix) {
+			n++
+		}
 	}
 	return n
 }

@@ -19,6 +19,9 @@ func TestForgedLogRecordCannotPassAsFault(t *testing.T) {
 	lr := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
 	_, err := FromLogRecord(lr)
 	require.NoError(t, err, "before the edge the forgery is well formed")
+	require.True(t, HasForged(ld))
+	_, err = FromLogRecord(lr)
+	require.NoError(t, err, "HasForged changes nothing")
 
 	n := StripForged(ld)
 	// 12 fault.* record attributes + 1 resource attribute + the event name.
@@ -35,6 +38,7 @@ func TestForgedLogRecordCannotPassAsFault(t *testing.T) {
 	_, ok = lr.Attributes().Get("host.name")
 	assert.True(t, ok, "other attributes are left alone")
 	assert.Equal(t, 0, StripForged(ld), "a second pass finds nothing")
+	assert.False(t, HasForged(ld))
 }
 
 func TestStripForgedTraces(t *testing.T) {
@@ -49,8 +53,12 @@ func TestStripForgedTraces(t *testing.T) {
 	sp.Attributes().PutInt("training.rank", 3)
 	sp.Events().AppendEmpty().Attributes().PutStr("fault.state", "open")
 	sp.Links().AppendEmpty().Attributes().PutStr("fault.rule", "r")
+	require.True(t, HasForgedTraces(td))
+	_, ok := sp.Attributes().Get("fault.severity")
+	require.True(t, ok, "HasForgedTraces changes nothing")
 	assert.Equal(t, 5, StripForgedTraces(td))
-	_, ok := sp.Attributes().Get("faultless")
+	assert.False(t, HasForgedTraces(td))
+	_, ok = sp.Attributes().Get("faultless")
 	assert.True(t, ok)
 	v, _ := sp.Attributes().Get("forged.fault.severity")
 	assert.Equal(t, "P1", v.Str())
@@ -71,7 +79,9 @@ func TestStripForgedMetrics(t *testing.T) {
 	sdp := ms.AppendEmpty().SetEmptySummary().DataPoints().AppendEmpty()
 	sdp.Attributes().PutStr("fault.id", "x")
 	sdp.Attributes().PutStr("gpu.uuid", "G")
+	require.True(t, HasForgedMetrics(md))
 	assert.Equal(t, 7, StripForgedMetrics(md))
+	assert.False(t, HasForgedMetrics(md))
 	assert.Equal(t, 0, StripForgedMetrics(md))
 	v, ok := sdp.Attributes().Get("gpu.uuid")
 	require.True(t, ok)

@@ -114,7 +114,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 }
 
 func (c *correlator) Capabilities() consumer.Capabilities {
-	return consumer.Capabilities{MutatesData: true}
+	return consumer.Capabilities{MutatesData: false} // see ConsumeTraces
 }
 
 // Start registers the faults_open gauge and evaluates the rules every
@@ -183,12 +183,19 @@ func (c *correlator) openCounts() map[[2]string]int64 {
 	return out
 }
 
-// The consume calls strip forged fault.* attributes first: only the
-// correlator's own records may carry them.
+// The consume calls only read their input (MutatesData false): in the
+// gateway the same batch goes on to the backends' pipelines, and a mutating
+// consumer would make the collector copy every batch for it. Forged fault.*
+// attributes (only the correlator's own records may carry them) are rare;
+// a batch that has some is renamed on a private copy.
 
 func (c *correlator) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
-	if n := fault.StripForgedTraces(td); n > 0 {
+	if fault.HasForgedTraces(td) {
+		own := ptrace.NewTraces()
+		td.CopyTo(own)
+		n := fault.StripForgedTraces(own)
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on spans", zap.Int("count", n))
+		td = own
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -197,8 +204,12 @@ func (c *correlator) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 }
 
 func (c *correlator) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
-	if n := fault.StripForgedMetrics(md); n > 0 {
+	if fault.HasForgedMetrics(md) {
+		own := pmetric.NewMetrics()
+		md.CopyTo(own)
+		n := fault.StripForgedMetrics(own)
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on metrics", zap.Int("count", n))
+		md = own
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -207,8 +218,12 @@ func (c *correlator) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error
 }
 
 func (c *correlator) ConsumeLogs(_ context.Context, ld plog.Logs) error {
-	if n := fault.StripForged(ld); n > 0 {
+	if fault.HasForged(ld) {
+		own := plog.NewLogs()
+		ld.CopyTo(own)
+		n := fault.StripForged(own)
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on logs", zap.Int("count", n))
+		ld = own
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -52,7 +52,7 @@ type shared struct {
 }
 
 func (s shared) Capabilities() consumer.Capabilities {
-	return consumer.Capabilities{MutatesData: true} // forged attributes are renamed in place
+	return consumer.Capabilities{MutatesData: false} // forged attributes are renamed on a copy
 }
 
 func (s shared) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {

@@ -37,7 +37,7 @@ func TestFactorySharesOneCorrelatorPerConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, tr.(shared).Inner, me.(shared).Inner)
 	assert.Same(t, me.(shared).Inner, lo.(shared).Inner)
-	assert.True(t, lo.Capabilities().MutatesData)
+	assert.False(t, lo.Capabilities().MutatesData, "reads only: the gateway shares batches with the backends' pipelines")
 
 	host := componenttest.NewNopHost()
 	for _, c := range []component.Component{tr, me, lo} {
