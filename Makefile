@@ -29,7 +29,7 @@ GO_SOURCES := $(shell find receiver processor exporter connector extension inter
 
 BINARIES := bin/otelcol-gpu bin/otelcol-gpu-agent bin/otelcol-gpu-gateway
 # Debian packages the tests use, as command:package.
-TEST_DEPS := prometheus:prometheus kcat:kcat slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client slurmrestd:slurmrestd
+TEST_DEPS := python3:python3 prometheus:prometheus kcat:kcat slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client slurmrestd:slurmrestd
 
 .PHONY: build tools run demo test unit-test platform-test envtest-bin e2e-test e2e-deps lint fmt clean fuzz bench detection soak
 

@@ -3,11 +3,16 @@
 // (test/kfakebroker), one agent binary per simulated node, the gateway
 // binary, and the fault-injection simulator of internal/testbed driving a
 // 64-rank training job on 8 nodes x 8 GPUs (dcgm-exporter pages, sysfs
-// trees, flight-recorder dumps, OTLP step spans). It injects a compute
-// straggler and an NVLink degradation (scenario.yaml) and prints, as they
-// happen, the fault records read from the gpu_faults topic and the
-// remediation exporter's dry-run decisions. It stops by itself, prints a
-// summary and leaves every process's log, the audit file and the fault
+// trees, flight-recorder dumps, step records). The job's step records go
+// through the project's Python module, as a training script's would: one
+// `python3 sdk/python/otelcol_gpu_step.py replay` process per node reads
+// the node's records as JSON lines and posts them as train.step spans to
+// the node's agent (so python3 >= 3.8 is needed; -python names it). It
+// injects a compute straggler and an NVLink degradation (scenario.yaml) and
+// prints, as they happen, the fault records read from the gpu_faults topic
+// and the remediation exporter's dry-run decisions. It stops by itself,
+// prints a summary (with the step records the Python module sent and
+// dropped) and leaves every process's log, the audit file and the fault
 // records in its output directory.
 //
 //	make demo
@@ -22,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -43,6 +49,7 @@ type config struct {
 	out, bin, broker        string
 	agentConfig, gatewayCfg string
 	scenarioFile            string
+	python, sdk             string
 	steps, nodes            int
 	step, grace             time.Duration
 	seed                    uint64
@@ -63,6 +70,8 @@ func main() {
 	flag.IntVar(&c.nodes, "nodes", 8, "simulated nodes of 8 GPUs (the job's ranks: 8 x nodes)")
 	flag.BoolVar(&c.allUpdates, "all-updates", false, "print every update record (default: only those that change a fault's severity or action; faults.jsonl has all)")
 	flag.DurationVar(&c.grace, "grace", 45*time.Second, "after the last step, how long to wait for expected faults and their remediation decisions")
+	flag.StringVar(&c.python, "python", "python3", "the Python interpreter (>= 3.8) that runs the SDK's replay, one process per node")
+	flag.StringVar(&c.sdk, "sdk", filepath.Join("sdk", "python", "otelcol_gpu_step.py"), "the Python module the step records go through")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,6 +111,8 @@ type demo struct {
 	procs   procs
 	cluster *testbed.Cluster
 	topo    *topology
+	steps   *pythonSteps
+	python  string // the interpreter's path
 
 	mu         sync.Mutex
 	onsets     map[int]time.Time // by index into scenario's injections
@@ -116,6 +127,8 @@ type demo struct {
 	decisions  []auditEntry // dry_run, acted, failed
 	skipped    int
 	problems   []string
+	// pySummary: what the Python replays reported; nil until they finished
+	pySummary *replaySummary
 }
 
 func newDemo(c config, term io.Writer) (*demo, error) {
@@ -189,6 +202,13 @@ func newDemo(c config, term io.Writer) (*demo, error) {
 			return nil, err
 		}
 	}
+	// No fallback to the simulator's own sender: the demo shows the module.
+	if d.python, err = exec.LookPath(c.python); err != nil {
+		return nil, fmt.Errorf("the step records go through the Python module %s, which needs -python %s (>= 3.8): %w", c.sdk, c.python, err)
+	}
+	if _, err := os.Stat(c.sdk); err != nil {
+		return nil, fmt.Errorf("the Python module (-sdk) is missing: %w", err)
+	}
 	for _, bin := range []string{d.binary("otelcol-gpu-agent"), d.binary("otelcol-gpu-gateway"), c.broker} {
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("%s is missing (make demo builds it): %w", bin, err)
@@ -200,6 +220,9 @@ func newDemo(c config, term io.Writer) (*demo, error) {
 	d.opts.ScenariosYAML = yamlDoc
 	d.opts.Dir = filepath.Join(out, "sim")
 	d.opts.OnStep = d.onStep
+	d.opts.StepSink = func(ctx context.Context, host string, records []testbed.StepRecord) error {
+		return d.steps.send(ctx, host, records) // d.steps is started before the first step
+	}
 	return d, nil
 }
 
@@ -270,8 +293,8 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 
-	otlpURL := map[string]string{}
-	var health []string
+	endpoints := map[string]string{} // host -> agent OTLP/HTTP base URL
+	var hosts, health []string
 	for _, n := range nodes {
 		var addrs testbed.AgentAddrs
 		for _, addr := range []*string{&addrs.Health, &addrs.OTLPHTTP, &addrs.OTLPGRPC, &addrs.Telemetry} {
@@ -287,7 +310,11 @@ func (d *demo) run(ctx context.Context) (err error) {
 			return err
 		}
 		health = append(health, "http://"+addrs.Health+"/")
-		otlpURL[n.Host] = "http://" + addrs.OTLPHTTP + "/v1/traces"
+		endpoints[n.Host] = "http://" + addrs.OTLPHTTP
+		hosts = append(hosts, n.Host)
+	}
+	if d.steps, err = startPythonSteps(&d.procs, d.logDir, d.python, d.cfg.sdk, endpoints, hosts); err != nil {
+		return err
 	}
 	if err := waitFor(ctx, &d.procs, "starting the gateway", 90*time.Second, httpCheck("http://"+gwHealth+"/")); err != nil {
 		return err
@@ -297,7 +324,8 @@ func (d *demo) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	d.say("gateway and %d agents up (logs in %s)", len(nodes), d.logDir)
+	d.say("gateway and %d agents up, %d Python step senders (%s %s replay) started (logs in %s)",
+		len(nodes), len(hosts), d.cfg.python, d.cfg.sdk, d.logDir)
 
 	// Readers of the outputs, until the processes are stopped.
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
@@ -341,7 +369,10 @@ func (d *demo) run(ctx context.Context) (err error) {
 			}
 		}
 	}()
-	driveErr := d.cluster.Drive(driveCtx, func(host string) string { return otlpURL[host] })
+	driveErr := d.cluster.Drive(driveCtx, nil) // Options.StepSink sends the steps
+	if driveErr == nil {
+		driveErr = d.finishPython()
+	}
 	if driveErr == nil {
 		d.mu.Lock()
 		d.say("all %d steps sent; waiting up to %s for the expected faults and their remediation decisions", d.scenario.Steps, d.cfg.grace)
@@ -354,6 +385,28 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", died.name, died.err, died.log, died.tail(20))
 	}
 	return driveErr
+}
+
+// finishPython ends the Python replays' input and reports what they sent;
+// the records are then with the agents, before the grace period starts.
+func (d *demo) finishPython() error {
+	sum, written, err := d.steps.finish(30 * time.Second)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("python step senders: %w", err)
+	}
+	d.pySummary = &sum
+	d.say("%s", d.pythonLine(written))
+	return nil
+}
+
+// pythonLine is the demo's account of the step records the Python module
+// sent (the end-to-end test reads it).
+func (d *demo) pythonLine(written int) string {
+	s := d.pySummary
+	return fmt.Sprintf("step records: %d sent through the Python module (otelcol_gpu_step), %d dropped (%d handed to %d replay processes)",
+		s.Sent, s.Dropped, written, len(d.steps.byHost))
 }
 
 func freeAddr2() (string, string, error) {
@@ -461,7 +514,7 @@ func (d *demo) onStep(s testbed.StepDone) {
 	}
 	d.spans += s.Spans
 	d.lastStep = s.Step
-	d.say("step %d/%d  spans sent %d  faults so far %d (%d records)", s.Step+1, s.Steps, d.spans, len(d.opened), len(d.records))
+	d.say("step %d/%d  step records %d  faults so far %d (%d records)", s.Step+1, s.Steps, d.spans, len(d.opened), len(d.records))
 }
 
 // onsetFor is the onset of the injection a record is about: the one on
@@ -546,8 +599,11 @@ func (d *demo) summary(runErr error) int {
 	if d.cluster != nil {
 		rep := d.cluster.Score(d.records, d.arrivals)
 		missing = 0
-		fmt.Fprintf(w, "seed %d (rerun: -seed %d), %d steps of %d done, %d step spans sent, %d fault records (%d faults opened), %d remediation decisions (+%d skipped duplicates)\n",
+		fmt.Fprintf(w, "seed %d (rerun: -seed %d), %d steps of %d done, %d step records handed to the Python module, %d fault records (%d faults opened), %d remediation decisions (+%d skipped duplicates)\n",
 			d.cluster.Seed(), d.cluster.Seed(), d.lastStep+1, d.scenario.Steps, d.spans, len(d.records), len(d.opened), len(d.decisions), d.skipped)
+		if d.pySummary != nil {
+			fmt.Fprintln(w, d.pythonLine(d.spans))
+		}
 		if len(rep.Scenarios) == 1 {
 			s := rep.Scenarios[0]
 			for i, e := range d.scenario.Expect {
@@ -581,7 +637,7 @@ func (d *demo) summary(runErr error) int {
 		fmt.Fprintf(w, "%d problems reading the outputs (first: %s)\n", len(d.problems), d.problems[0])
 	}
 	fmt.Fprintf(w, "output in %s:\n", d.outDir)
-	fmt.Fprintf(w, "  logs/                    one log per process (kfakebroker, gateway, agent-<node>)\n")
+	fmt.Fprintf(w, "  logs/                    one log per process (kfakebroker, gateway, agent-<node>, python-<node>)\n")
 	fmt.Fprintf(w, "  faults.jsonl             every fault record read from gpu_faults, one JSON object a line\n")
 	fmt.Fprintf(w, "  remediation-audit.jsonl  the remediation exporter's decisions (dry run)\n")
 	fmt.Fprintf(w, "  score.md                 the testbed's score of the records against scenario.yaml\n")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +31,9 @@ type process struct {
 	log   string
 	done  chan struct{}
 	err   error
+	// finishing: the demo ended the child's input, so its exit is expected
+	// and not a failure of the run (exited skips it).
+	finishing atomic.Bool
 }
 
 // procs are the demo's children; stopAll ends every one of them.
@@ -38,20 +43,36 @@ type procs struct {
 }
 
 func (ps *procs) start(stage int, name, logDir string, env []string, bin string, args ...string) (*process, error) {
+	p, _, err := ps.startPiped(stage, name, logDir, env, nil, bin, args...)
+	return p, err
+}
+
+// startPiped starts a child whose stderr (and stdout, when stdout is nil)
+// goes to its log. With stdout set it also returns the child's stdin.
+// Read stdout only once the child is done.
+func (ps *procs) startPiped(stage int, name, logDir string, env []string, stdout io.Writer, bin string, args ...string) (*process, io.WriteCloser, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	var stdin io.WriteCloser
+	if stdout != nil {
+		cmd.Stdout = stdout
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			logFile.Close()
+			return nil, nil, err
+		}
+	}
 	// Own process group: a Ctrl-C in the terminal reaches the demo only,
 	// which then stops the children in order (and kills what is left).
 	cmd.SysProcAttr = childAttrs()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, stage: stage, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
@@ -62,14 +83,17 @@ func (ps *procs) start(stage int, name, logDir string, env []string, bin string,
 	ps.mu.Lock()
 	ps.list = append(ps.list, p)
 	ps.mu.Unlock()
-	return p, nil
+	return p, stdin, nil
 }
 
-// exited returns the first child that exited, or nil.
+// exited returns the first child that exited unexpectedly, or nil.
 func (ps *procs) exited() *process {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, p := range ps.list {
+		if p.finishing.Load() {
+			continue
+		}
 		select {
 		case <-p.done:
 			return p

@@ -13,13 +13,14 @@ import (
 // script reports, not the wall-clock length of the step (a step lasts
 // Options.StepPeriod), so any step period can carry them.
 var basePhases = [4]struct {
-	name string
+	name string // the contract's phase name
+	attr string // its span attribute, training.phase.<name>_ns
 	d    time.Duration
 }{
-	{"training.phase.dataload_ns", 20 * time.Millisecond},
-	{"training.phase.forward_ns", 250 * time.Millisecond},
-	{"training.phase.backward_ns", 500 * time.Millisecond},
-	{"training.phase.optimizer_ns", 40 * time.Millisecond},
+	{"dataload", "training.phase.dataload_ns", 20 * time.Millisecond},
+	{"forward", "training.phase.forward_ns", 250 * time.Millisecond},
+	{"backward", "training.phase.backward_ns", 500 * time.Millisecond},
+	{"optimizer", "training.phase.optimizer_ns", 40 * time.Millisecond},
 }
 
 const (

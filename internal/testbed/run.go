@@ -61,6 +61,10 @@ type Options struct {
 	// OnStep, when set, is called after every simulated step of every job,
 	// from the goroutine that drives the job (one per job, concurrently).
 	OnStep func(StepDone)
+	// StepSink, when set, takes every node's step records instead of the
+	// testbed's own OTLP sender (cmd/demo sends them through the Python
+	// module). Nil: the step spans go to the URL Drive is given.
+	StepSink StepSink
 }
 
 // StepDone is one finished step of one job, as Options.OnStep sees it.
@@ -68,7 +72,7 @@ type StepDone struct {
 	JobID       string
 	Step, Steps int       // Step counts from 0
 	Start       time.Time // when the step began (an injection's onset)
-	Spans       int       // step spans sent for it (0 once the job stopped)
+	Spans       int       // step spans (or records given to Options.StepSink) sent for it; 0 once the job stopped
 	// Injected are the injections whose onset is this step.
 	Injected []Injection
 }
@@ -254,8 +258,9 @@ func (c *Cluster) Nodes() []NodeInputs {
 func (c *Cluster) pageURL(nd *node) string { return c.pages.URL + "/" + nd.host + "/metrics" }
 
 // Drive runs every job's steps in real time, sending each node's step
-// spans to otlpTracesURL(host) (an OTLP/HTTP /v1/traces URL), and returns
-// when the last step is done.
+// spans to otlpTracesURL(host) (an OTLP/HTTP /v1/traces URL), or its step
+// records to Options.StepSink when set (otlpTracesURL is then not used), and
+// returns when the last step is done.
 func (c *Cluster) Drive(ctx context.Context, otlpTracesURL func(host string) string) error {
 	client := &http.Client{Timeout: 10 * time.Second}
 	c.onsets = make([]time.Time, len(c.jobs))
@@ -438,7 +443,18 @@ func (j *job) finishStep(ctx context.Context, step int, start time.Time, ranks [
 	if j.stopped {
 		return 0, nil // the step never finished: no step spans
 	}
-	batches := j.stepSpans(step, start, end, ranks, opts.lightInputs())
+	nodes := j.stepRecords(step, start, end, ranks, opts.lightInputs())
+	if opts.StepSink != nil {
+		sent := 0
+		for _, nr := range nodes {
+			if err := opts.StepSink(ctx, nr.host, nr.records); err != nil {
+				return sent, fmt.Errorf("testbed: step sink of %s: %w", nr.host, err)
+			}
+			sent += len(nr.records)
+		}
+		return sent, nil
+	}
+	batches := stepSpans(nodes)
 	spans := 0
 	for _, b := range batches {
 		spans += b.td.SpanCount()
@@ -501,70 +517,6 @@ func (j *job) recordFlight(step int, start, end time.Time, ranks []rankStep) err
 		j.stopped = true
 	}
 	return nil
-}
-
-// hostTraces are step spans of one node's ranks.
-type hostTraces struct {
-	host string
-	td   ptrace.Traces
-}
-
-// stepSpans builds the ranks' train.step spans as the Python SDK sends
-// them (docs/training-scripts.md), one batch per node, leaving out the
-// ranks of silent nodes.
-func (j *job) stepSpans(step int, start, end time.Time, ranks []rankStep, withCollectives bool) []hostTraces {
-	var out []hostTraces
-	for _, nd := range j.nodes {
-		if nd.isSilent() {
-			continue
-		}
-		td := ptrace.NewTraces()
-		for _, r := range ranks {
-			if r.node == nd.index {
-				j.appendStepSpan(td, nd, step, start, end, r, withCollectives)
-			}
-		}
-		out = append(out, hostTraces{host: nd.host, td: td})
-	}
-	return out
-}
-
-func (j *job) appendStepSpan(td ptrace.Traces, nd *node, step int, start, end time.Time, r rankStep, withCollectives bool) {
-	rs := td.ResourceSpans().AppendEmpty()
-	res := rs.Resource().Attributes()
-	res.PutStr("service.name", "train")
-	res.PutStr("host.name", nd.host)
-	res.PutStr("training.job.id", j.id)
-	res.PutInt("training.rank", int64(r.rank))
-	res.PutInt("training.local_rank", int64(r.gpu))
-	res.PutInt("training.world_size", int64(j.sc.Ranks()))
-	res.PutStr("gpu.uuid", j.gpuUUID(r.node, r.gpu))
-	if r.hasStage {
-		res.PutInt("training.pp_stage", int64(r.ppStage))
-	}
-	ss := rs.ScopeSpans().AppendEmpty()
-	ss.Scope().SetName("otelcol_gpu_step")
-	sp := ss.Spans().AppendEmpty()
-	sp.SetName("train.step")
-	sp.SetKind(ptrace.SpanKindInternal)
-	sp.SetTraceID(randomTraceID())
-	sp.SetSpanID(randomSpanID())
-	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
-	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
-	a := sp.Attributes()
-	a.PutInt("iteration.step", int64(step))
-	for p, ph := range basePhases {
-		a.PutInt(ph.name, int64(r.phases[p]))
-	}
-	a.PutDouble("training.loss", r.loss)
-	if withCollectives {
-		var total time.Duration
-		for _, c := range r.collectives {
-			total += c
-		}
-		a.PutInt("nccl.collectives.count", collectivesPerStep)
-		a.PutInt("nccl.collectives.total_ns", int64(total))
-	}
 }
 
 func randomTraceID() pcommon.TraceID {

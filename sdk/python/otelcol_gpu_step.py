@@ -20,12 +20,19 @@ trace without any rank talking to another::
                 opt.step()
             steps.record(tokens=4096, loss=last_loss)
 
+A script that times its own steps (a Lightning callback, a replay) hands each
+finished step over with ``steps.record_step(n, start_ns, end_ns, phases_ns={...})``.
+
 Standard library only (Python >= 3.8). The training loop is never blocked and
 never sees an exception from this module: records go into a bounded queue that
 a background thread posts as OTLP/HTTP JSON; when the queue is full or the
 agent is down, records are dropped and counted (``Steps.dropped``).
+
+``python3 otelcol_gpu_step.py replay`` reads step records as JSON lines on
+stdin and sends them the same way (``replay --help``).
 """
 
+import argparse
 import atexit
 import hashlib
 import http.client
@@ -34,6 +41,7 @@ import importlib.util
 import json
 import logging
 import math
+import operator
 import os
 import queue
 import re
@@ -186,6 +194,29 @@ def _attributes(mapping):
 # --- The step being measured ------------------------------------------------
 
 
+def _integer(what, value):
+    """value as an int: ints and numpy-style integers; not bools, floats or strings."""
+    if isinstance(value, bool):
+        raise TypeError("%s must be an int, not a bool" % what)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+
+
+def _add_record(step, tokens, loss, flops, attributes):
+    """What record() and record_step() add to a step's attributes."""
+    if tokens is not None:
+        step.attrs["training.tokens"] = int(tokens)
+    if loss is not None:
+        step.attrs["training.loss"] = float(loss)
+    if flops is not None:
+        step.attrs["training.flops"] = float(flops)
+    if attributes:
+        for key, value in attributes.items():
+            step.attrs[str(key)] = value
+
+
 class _Step(object):
     __slots__ = ("n", "start_unix_ns", "start_perf_ns", "end_unix_ns", "phase_ns", "gpu_events",
                  "phase_windows", "attrs", "error")
@@ -260,6 +291,9 @@ class Steps(object):
     - ``k8s_pod_uid``: K8S_POD_UID / POD_UID (downward API), else the pod
       directory in /proc/self/cgroup or /proc/self/mountinfo.
     - ``endpoint``: OTEL_EXPORTER_OTLP_ENDPOINT, else http://127.0.0.1:4318.
+    - ``host_name``: socket.gethostname(). Pass it when the process speaks
+      for another host (a replay of several simulated nodes): it is the
+      records' ``host.name`` and names the flight-recorder dumps.
 
     ``mode`` is "spans" (POST /v1/traces) or "logs" (one log record per step
     on /v1/logs, with ``duration_ns``). ``timing`` is "auto" (CUDA events when
@@ -278,7 +312,7 @@ class Steps(object):
                  endpoint=None, mode="spans", timing="auto", phase_spans_every=0,
                  max_queue=2048, max_batch=256, flush_interval=1.0, timeout=1.0, close_timeout=2.0,
                  max_pending_gpu_steps=64, dump_flight_recorder_every=0, dump_dir=None,
-                 register_atexit=True):
+                 register_atexit=True, host_name=None):
         self._lock = threading.Lock()  # guards the counters and the warn-once set
         self._warned = set()
         self._dropped = 0
@@ -321,7 +355,7 @@ class Steps(object):
             _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0)
         world_size = int(world_size) if world_size is not None else (
             _env_int("WORLD_SIZE", "SLURM_NTASKS") or 1)
-        self.host_name = socket.gethostname()
+        self.host_name = str(host_name) if host_name else socket.gethostname()
 
         base = endpoint or _env("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT
         self.endpoint = base.rstrip("/")
@@ -389,17 +423,44 @@ class Steps(object):
             if step is None:
                 self._warn_once("record", "record() outside a step is ignored")
                 return
-            if tokens is not None:
-                step.attrs["training.tokens"] = int(tokens)
-            if loss is not None:
-                step.attrs["training.loss"] = float(loss)
-            if flops is not None:
-                step.attrs["training.flops"] = float(flops)
-            if attributes:
-                for key, value in attributes.items():
-                    step.attrs[str(key)] = value
+            _add_record(step, tokens, loss, flops, attributes)
         except Exception as err:  # never let telemetry break training
             self._warn_once("record-error", "record() failed: %r", err)
+
+    def record_step(self, n, start_ns, end_ns, phases_ns=None, tokens=None, loss=None, flops=None,
+                    attributes=None, error=None):
+        """Sends one step the caller timed itself (a Lightning callback, a replay).
+
+        ``n`` is the step (an int), ``start_ns`` / ``end_ns`` its unix times in
+        nanoseconds (ints, ``time.time_ns()``), ``phases_ns`` a dict of phase
+        name -> duration in ns (``training.phase.<name>_ns``, as ``phase()``),
+        ``tokens`` / ``loss`` / ``flops`` / ``attributes`` as ``record()`` and
+        ``error`` an error type (the span gets status Error and
+        ``error.type``). The record is the one ``step(n)`` would send, with the
+        times exactly as given; it has no phase child spans.
+
+        It may be called inside an open ``step()``: the step being measured is
+        not touched. A record that is not valid (end before start, a step or
+        time that is not an int, a negative duration, a bad phase name) is not
+        sent: it is counted in ``dropped`` with one warning. Never raises.
+        """
+        try:
+            step = self._finished_step(n, start_ns, end_ns, phases_ns, error)
+        except (TypeError, ValueError, AttributeError) as err:
+            self._count_dropped(1, "invalid record_step(): %s" % (err,))
+            return
+        except Exception as err:
+            self._count_dropped(1, "record_step() failed: %r" % (err,))
+            return
+        try:
+            _add_record(step, tokens, loss, flops, attributes)
+            if not self._timing_resolved:
+                self._resolve_timing()  # gpu.uuid, as for step()
+            self._enqueue(step)
+            if self._dump_every and step.n % self._dump_every == 0:
+                self._request_dump()
+        except Exception as err:  # never let telemetry break training
+            self._count_dropped(1, "record_step() failed: %r" % (err,))
 
     @property
     def dropped(self):
@@ -456,6 +517,27 @@ class Steps(object):
         return False
 
     # --- steps and phases -----------------------------------------------
+
+    @staticmethod
+    def _finished_step(n, start_ns, end_ns, phases_ns, error):
+        """The _Step of record_step(); raises TypeError or ValueError for bad input."""
+        n, start_ns, end_ns = _integer("step", n), _integer("start_ns", start_ns), _integer("end_ns", end_ns)
+        if start_ns < 0 or end_ns < start_ns:
+            raise ValueError("start_ns %d, end_ns %d: want 0 <= start_ns <= end_ns" % (start_ns, end_ns))
+        phases = {}
+        for name, ns in (phases_ns or {}).items():
+            if not isinstance(name, str) or not _PHASE_NAME.match(name):
+                raise ValueError("phase name %r: use lower-case letters, digits, _" % (name,))
+            ns = _integer("phases_ns[%r]" % name, ns)
+            if ns < 0:
+                raise ValueError("phases_ns[%r] = %d is negative" % (name, ns))
+            phases[name] = ns
+        step = _Step(n)
+        step.start_unix_ns, step.end_unix_ns = start_ns, end_ns
+        step.phase_ns = phases
+        if error:
+            step.error = str(error)
+        return step
 
     def _begin_step(self, n):
         try:
@@ -908,3 +990,134 @@ class _Dumper(threading.Thread):
                     steps._warn_once("dump-error", "flight-recorder dump failed: %r", err)
             if self._stopping:
                 return
+
+
+# --- python3 otelcol_gpu_step.py replay -------------------------------------
+
+_REPLAY_HELP = """Reads step records, one JSON object a line, on stdin and sends each
+through record_step() of one Steps per (job_id, attempt, rank), to the record's
+endpoint. Fields: job_id, attempt, rank, local_rank, world_size, host,
+gpu_uuid, pp_stage (optional), service_name (optional), endpoint, step,
+start_ns, end_ns, phases_ns {name: ns}, loss (a number, or "NaN",
+"Infinity", "-Infinity"), tokens, flops, attributes {key: value}, error
+(optional). At the end of stdin it sends what is queued and prints one JSON
+line: {"records", "sent", "dropped", "invalid"}. A line that is not a valid
+record is reported on stderr with its number and counted as invalid."""
+
+
+class _Replay(object):
+    """The Steps objects of one replay, by (job, attempt, rank), and its counts."""
+
+    def __init__(self, flush_interval, close_timeout, max_queue):
+        self._flush_interval = flush_interval
+        self._close_timeout = close_timeout
+        self._max_queue = max_queue
+        self._steps = {}
+        self.records = 0
+        self.invalid = 0
+
+    def line(self, number, raw):
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+            steps = self._steps_for(rec)
+            args = self._step_arguments(rec)
+        except Exception as err:
+            self.invalid += 1
+            sys.stderr.write("otelcol_gpu_step replay: line %d: %s\n" % (number, err))
+            return
+        self.records += 1
+        steps.record_step(**args)
+
+    def _steps_for(self, rec):
+        job_id = rec.get("job_id")
+        if not isinstance(job_id, str) or not job_id:
+            raise ValueError("job_id: want a non-empty string")
+        key = (job_id, _integer("attempt", rec.get("attempt", 0)), _integer("rank", rec.get("rank")))
+        steps = self._steps.get(key)
+        if steps is None:
+            pp_stage = rec.get("pp_stage")
+            steps = Steps(
+                job_id=key[0], attempt=key[1], rank=key[2],
+                local_rank=_integer("local_rank", rec.get("local_rank", 0)),
+                world_size=_integer("world_size", rec.get("world_size", 1)),
+                host_name=rec.get("host") or None, gpu_uuid=rec.get("gpu_uuid") or None,
+                pp_stage=None if pp_stage is None else _integer("pp_stage", pp_stage),
+                service_name=rec.get("service_name") or None, endpoint=rec.get("endpoint") or None,
+                k8s_pod_uid=rec.get("k8s_pod_uid") or None,
+                timing="cpu", flush_interval=self._flush_interval, close_timeout=self._close_timeout,
+                max_queue=self._max_queue, register_atexit=False)
+            if not rec.get("k8s_pod_uid"):
+                # The replay's own pod is not the rank's.
+                steps._resource.pop("k8s.pod.uid", None)
+            self._steps[key] = steps
+        return steps
+
+    @staticmethod
+    def _step_arguments(rec):
+        for name in ("step", "start_ns", "end_ns"):
+            if name not in rec:
+                raise ValueError("%s is missing" % name)
+        phases, attributes = rec.get("phases_ns"), rec.get("attributes")
+        if phases is not None and not isinstance(phases, dict):
+            raise ValueError("phases_ns: want an object")
+        if attributes is not None and not isinstance(attributes, dict):
+            raise ValueError("attributes: want an object")
+        loss = rec.get("loss")
+        if isinstance(loss, str):
+            loss = float(loss)  # "NaN", "Infinity", "-Infinity": JSON has no such numbers
+        elif loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float))):
+            raise ValueError("loss: want a number")
+        return {"n": rec["step"], "start_ns": rec["start_ns"], "end_ns": rec["end_ns"], "phases_ns": phases,
+                "tokens": rec.get("tokens"), "loss": loss, "flops": rec.get("flops"),
+                "attributes": attributes, "error": rec.get("error")}
+
+    def close(self):
+        """Closes every Steps at once (each within close_timeout) and returns the summary."""
+        threads = [threading.Thread(target=s.close) for s in self._steps.values()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return {"records": self.records, "sent": sum(s.sent for s in self._steps.values()),
+                "dropped": sum(s.dropped for s in self._steps.values()), "invalid": self.invalid}
+
+
+def _replay(args, stdin, stdout):
+    replay = _Replay(args.flush_interval, args.close_timeout, args.max_queue)
+    code = 0
+    number = 0
+    try:
+        for raw in stdin:
+            number += 1
+            if raw.strip():
+                replay.line(number, raw)
+    except (OSError, ValueError) as err:
+        sys.stderr.write("otelcol_gpu_step replay: reading stdin after line %d: %s\n" % (number, err))
+        code = 1
+    summary = replay.close()
+    stdout.write(json.dumps(summary) + "\n")
+    stdout.flush()
+    return code
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="otelcol_gpu_step.py", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command")
+    replay = commands.add_parser("replay", help="send step records read as JSON lines on stdin",
+                                 description=_REPLAY_HELP)
+    replay.add_argument("--flush-interval", type=float, default=0.2, help="seconds (default 0.2)")
+    replay.add_argument("--close-timeout", type=float, default=5.0,
+                        help="seconds to send what is queued at the end of stdin (default 5)")
+    replay.add_argument("--max-queue", type=int, default=2048, help="records queued per rank (default 2048)")
+    args = parser.parse_args(argv)
+    if args.command != "replay":
+        parser.print_help(sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s")
+    return _replay(args, sys.stdin.buffer, sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,9 @@ import (
 // fault lands on node 0 GPU 6 and the straggler on node 1 GPU 3 (nodes are
 // renumbered n mod 2). The demo must print both faults as the gateway
 // reported them on gpu_faults, at least one dry-run remediation decision,
-// and leave its outputs where its summary says.
+// and leave its outputs where its summary says. The step records go through
+// the Python module (sdk/python/otelcol_gpu_step.py replay, one process per
+// node): every record handed over is sent, none dropped.
 func TestDemo(t *testing.T) {
 	root := repoRoot(t)
 	binary(t, "otelcol-gpu-agent")
@@ -55,6 +58,18 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(text, "OK: every injected fault was detected") {
 		t.Errorf("the summary does not report both faults found")
 	}
+	python := regexp.MustCompile(`step records: (\d+) sent through the Python module \(otelcol_gpu_step\), (\d+) dropped \((\d+) handed to 2 replay processes\)`)
+	if m := python.FindStringSubmatch(text); m == nil {
+		t.Errorf("the output has no line matching %q", python)
+	} else {
+		sent, _ := strconv.Atoi(m[1])
+		dropped, _ := strconv.Atoi(m[2])
+		handed, _ := strconv.Atoi(m[3])
+		// 24 steps x 16 ranks
+		if sent != 24*16 || handed != sent || dropped != 0 {
+			t.Errorf("the Python module sent %d of %d step records and dropped %d; want all sent, none dropped", sent, handed, dropped)
+		}
+	}
 
 	// The outputs the summary names.
 	types := map[string]bool{}
@@ -75,7 +90,7 @@ func TestDemo(t *testing.T) {
 	if dryRun == 0 {
 		t.Errorf("the audit file has no dry_run decision")
 	}
-	for _, log := range []string{"kfakebroker", "gateway", "agent-demo-n0", "agent-demo-n1"} {
+	for _, log := range []string{"kfakebroker", "gateway", "agent-demo-n0", "agent-demo-n1", "python-demo-n0", "python-demo-n1"} {
 		if _, err := os.Stat(filepath.Join(out, "logs", log+".log")); err != nil {
 			t.Errorf("log of %s: %v", log, err)
 		}
