@@ -289,6 +289,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		"REMEDIATION_AUDIT_FILE=" + d.audit,
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(gwTelemetry),
+		"OTELCOL_GPU_STORAGE_DIR=" + filepath.Join(d.outDir, "state", "gateway"),
 	}, d.binary("otelcol-gpu-gateway"), "--config", d.cfg.gatewayCfg); err != nil {
 		return err
 	}

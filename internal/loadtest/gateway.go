@@ -122,6 +122,7 @@ func RunGateway(ctx context.Context, opts GatewayOptions, name string, cfg Gatew
 		"TEMPO_OTLP_ENDPOINT=" + sinks.TempoAddr,
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + telemetryPort,
+		"OTELCOL_GPU_STORAGE_DIR=" + filepath.Join(opts.Dir, "gateway-"+name+"-storage"),
 	}, opts.Binary, "--config", cfgPath)
 	if err != nil {
 		return run, err

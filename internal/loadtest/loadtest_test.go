@@ -59,10 +59,18 @@ func TestContribOnlyKeepsContribAndDropsOurs(t *testing.T) {
 	}, contrib.ConsumerGroups())
 	assert.True(t, full.HasProcessor("traces", "tail_sampling"), "the gateway samples traces")
 	assert.True(t, contrib.HasProcessor("traces", "tail_sampling"), "tail sampling is contrib: the baseline keeps it")
-	// The full configuration reads every topic twice.
+	// The full configuration reads metrics and logs twice, spans once.
 	groups := full.ConsumerGroups()
-	assert.Len(t, groups, 6)
-	assert.True(t, slices.Contains(groups, GroupTopic{"otelcol-gpu-gateway-detect-traces", TopicSpans}))
+	assert.Len(t, groups, 5)
+	assert.True(t, slices.Contains(groups, GroupTopic{"otelcol-gpu-gateway-detect-logs", TopicLogs}))
+	assert.False(t, slices.Contains(groups, GroupTopic{"otelcol-gpu-gateway-detect-traces", TopicSpans}))
+	// Without detection, the traces pipeline no longer feeds the correlator.
+	nodetect, err := full.WithoutDetection()
+	require.NoError(t, err)
+	out, err = nodetect.Marshal()
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "faultcorrelator")
+	assert.True(t, nodetect.HasProcessor("traces", "straggler"), "the backends' path keeps the straggler")
 }
 
 func TestContribOnlyNeedsAPipeline(t *testing.T) {

@@ -59,6 +59,7 @@ func TestDetectionThroughTheBinaries(t *testing.T) {
 		"STRAGGLER_DECISION_WAIT=1500ms",
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
 	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
 	all = append(all, gateway)
 	waitHTTP(t, "http://"+gwHealth+"/", gateway)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -44,10 +45,12 @@ type failureRig struct {
 	lag     *loadtest.Broker
 	agent   *process
 	otlpURL string
+	// gatewayStorage is the gateways' OTELCOL_GPU_STORAGE_DIR.
+	gatewayStorage string
 }
 
 func newFailureRig(t *testing.T) *failureRig {
-	r := &failureRig{root: repoRoot(t)}
+	r := &failureRig{root: repoRoot(t), gatewayStorage: t.TempDir()}
 	agentBin := binary(t, "otelcol-gpu-agent")
 	brokerBin := buildBroker(t)
 
@@ -90,11 +93,13 @@ func newFailureRig(t *testing.T) *failureRig {
 }
 
 // startGateway runs a gateway on the rig's broker; env adds to the
-// backends' endpoints.
+// backends' endpoints. Every gateway of the rig uses the same storage
+// directory (Tempo's queue), as a restarted pod keeps its volume.
 func (r *failureRig) startGateway(t *testing.T, name string, env ...string) *process {
 	health := freeAddr(t)
 	gw := startProcess(t, name, append([]string{
 		"KAFKA_BROKERS=" + r.broker,
+		"OTELCOL_GPU_STORAGE_DIR=" + r.gatewayStorage,
 		"STRAGGLER_DECISION_WAIT=1500ms",
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
@@ -123,7 +128,12 @@ func (r *failureRig) drive(t *testing.T) (wait func() error) {
 }
 
 func (r *failureRig) metricsLag(t *testing.T) int64 {
-	lags, err := r.lag.Lag(context.Background(), []loadtest.GroupTopic{{Group: metricsGroup, Topic: "otlp_metrics"}})
+	return r.lagOf(t, metricsGroup, "otlp_metrics")
+}
+
+// lagOf is how many messages of topic the group has not committed yet.
+func (r *failureRig) lagOf(t *testing.T, group, topic string) int64 {
+	lags, err := r.lag.Lag(context.Background(), []loadtest.GroupTopic{{Group: group, Topic: topic}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,4 +536,96 @@ func freshSeriesSample(prom *prometheus, series string, since time.Time) error {
 		return fmt.Errorf("newest sample at %s, want after %s", last.Format(time.TimeOnly), since.Format(time.TimeOnly))
 	}
 	return nil
+}
+
+// Tempo unreachable while a straggler develops, then the gateway killed
+// before Tempo is back. The traces pipeline, which the correlator shares,
+// does not wait for Tempo: its sending queue is on disk, so the fault is
+// published during the outage and the spans are committed in Kafka. The
+// sampled traces in that queue survive the kill: the next gateway (same
+// storage directory, as a StatefulSet pod keeps its volume) sends them to
+// Tempo without reading anything from Kafka again.
+func TestTempoOutage(t *testing.T) {
+	r := newFailureRig(t)
+	sinks, err := loadtest.StartSinks() // Prometheus and Loki stand-ins
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sinks.Close()
+	tempoAddr := freeAddr(t) // nothing listens there until the end
+	telemetry := freeAddr(t)
+	env := []string{
+		"PROMETHEUS_REMOTE_WRITE_URL=" + sinks.PromURL,
+		"LOKI_OTLP_ENDPOINT=" + sinks.LokiURL,
+		"TEMPO_OTLP_ENDPOINT=" + tempoAddr,
+	}
+	// The later OTELCOL_GPU_TELEMETRY_PORT wins over startGateway's.
+	first := r.startGateway(t, "gateway-1", append(env, "OTELCOL_GPU_TELEMETRY_PORT="+port(telemetry))...)
+	all := append(r.procs, first)
+	start := time.Now()
+	driven := r.drive(t)
+
+	eventually(t, 90*time.Second, "a straggler fault published while Tempo is down", func() error {
+		if rs, _ := r.stragglerFaults(); len(rs) == 0 {
+			return errors.New("no straggler.compute record on gpu_faults yet")
+		}
+		return nil
+	}, all...)
+	_, arrivals := r.stragglerFaults()
+	t.Logf("straggler.compute published %s after the job started, Tempo down all along", arrivals[0].Sub(start).Round(100*time.Millisecond))
+	if err := driven(); err != nil {
+		t.Fatal(err)
+	}
+	// Everything the agent will ever send is in Kafka; the gateway commits
+	// it all although Tempo never answered.
+	r.agent.stop(t)
+	eventually(t, 60*time.Second, "otlp_spans committed to the end", func() error {
+		if lag := r.lagOf(t, "otelcol-gpu-gateway-traces", "otlp_spans"); lag > 0 {
+			return fmt.Errorf("lag %d", lag)
+		}
+		return nil
+	}, first)
+	// Tail sampling decides each trace decision_wait (5 s) after its first
+	// span: wait until the queue stops growing.
+	queueURL := "http://" + telemetry + "/metrics"
+	queueSize := func() float64 {
+		return telemetrySum(t, queueURL, "otelcol_exporter_queue_size", `exporter="otlp_grpc/tempo"`)
+	}
+	var queued float64
+	lastChange := time.Now()
+	eventually(t, 60*time.Second, "Tempo's queue settles with the sampled traces", func() error {
+		if q := queueSize(); q != queued {
+			queued, lastChange = q, time.Now()
+		}
+		switch {
+		case queued == 0:
+			return errors.New("nothing queued for Tempo")
+		case time.Since(lastChange) < 8*time.Second:
+			return fmt.Errorf("%.0f spans queued, still changing", queued)
+		}
+		return nil
+	}, first)
+
+	if err := syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	tempo := startTraceSinkAt(t, tempoAddr)
+	second := r.startGateway(t, "gateway-2", env...)
+	eventually(t, 60*time.Second, "the queued spans reach Tempo from the next gateway", func() error {
+		// At least the queue: requests the first life was retrying when
+		// it died were in flight, not in the count, and are sent too.
+		if got := tempo.total(); float64(got) < queued {
+			return fmt.Errorf("%d of %.0f queued spans at Tempo", got, queued)
+		}
+		return nil
+	}, second)
+	verdicts := tempo.withSpan("train.step.verdict")
+	if len(verdicts) == 0 {
+		t.Error("no straggler verdict span among the queued traces: the evidence the fault cites is lost")
+	}
+	if lag := r.lagOf(t, "otelcol-gpu-gateway-traces", "otlp_spans"); lag != 0 {
+		t.Errorf("otlp_spans lag %d after the restart, want 0", lag)
+	}
+	t.Logf("%.0f spans queued on disk at the kill; %d reached Tempo from the next gateway, %d traces with straggler verdicts", queued, tempo.total(), len(verdicts))
 }

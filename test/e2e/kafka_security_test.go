@@ -60,6 +60,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
 	}, security...), gatewayBin,
 		"--config", filepath.Join(root, "distributions", "gateway", "config.yaml"),
 		"--config", filepath.Join(root, "distributions", "gateway", "kafka-tls-sasl.yaml"))

@@ -78,6 +78,7 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(gwTelemetry),
+		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
 	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
 
 	agentHealth, agentTelemetry := freeAddr(t), freeAddr(t)

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +100,13 @@ func TestRunawayJobDoesNotStarveOthers(t *testing.T) {
 // droppedSpans sums the ratelimit processor's dropped-span counters for a
 // key over the gateway's pipelines, from its Prometheus telemetry endpoint.
 func droppedSpans(t *testing.T, url, key string) float64 {
+	return telemetrySum(t, url, "otelcol_processor_ratelimit_dropped_items", `key="`+key+`"`, `signal="traces"`)
+}
+
+// telemetrySum sums the samples of a collector's own metric (with or
+// without the _total suffix) whose labels include every one of labels
+// (`name="value"`), read from its Prometheus telemetry endpoint.
+func telemetrySum(t *testing.T, url, metric string, labels ...string) float64 {
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -107,18 +116,18 @@ func droppedSpans(t *testing.T, url, key string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`(?m)^otelcol_processor_ratelimit_dropped_items(?:_total)?\{([^}]*)\} (\S+)$`)
+	line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(?:_total)?\{([^}]*)\} (\S+)$`)
 	var sum float64
 	for _, m := range line.FindAllStringSubmatch(string(body), -1) {
-		if !regexp.MustCompile(`key="`+regexp.QuoteMeta(key)+`"`).MatchString(m[1]) ||
-			!regexp.MustCompile(`signal="traces"`).MatchString(m[1]) {
-			continue
+		// labels are `a="x",b="y"`: a wanted label is one of them whole.
+		have := "," + m[1] + ","
+		if !slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(have, ","+l+",") }) {
+			v, err := strconv.ParseFloat(m[2], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", m[0], err)
+			}
+			sum += v
 		}
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			t.Fatalf("%s: %v", m[0], err)
-		}
-		sum += v
 	}
 	return sum
 }

@@ -145,6 +145,7 @@ func startSpansGateway(t *testing.T, partitions int, env ...string) spansGateway
 		"TEMPO_OTLP_ENDPOINT=" + g.tempo.addr,
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(g.telemetry),
+		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
 	}, env...), gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
 	waitHTTP(t, "http://"+health+"/", g.gateway)
 	return g
@@ -216,7 +217,13 @@ type traceSink struct {
 }
 
 func startTraceSink(t *testing.T) *traceSink {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startTraceSinkAt(t, "127.0.0.1:0")
+}
+
+// startTraceSinkAt listens on addr: a Tempo that comes back where the
+// gateway expects it.
+func startTraceSinkAt(t *testing.T, addr string) *traceSink {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +250,17 @@ func (s *traceSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptr
 		}
 	}
 	return ptraceotlp.NewExportResponse(), nil
+}
+
+// total is how many spans arrived.
+func (s *traceSink) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, names := range s.got {
+		n += len(names)
+	}
+	return n
 }
 
 func (s *traceSink) spans(id pcommon.TraceID) int {
