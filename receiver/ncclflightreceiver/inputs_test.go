@@ -2,10 +2,12 @@ package ncclflightreceiver
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,8 @@ func TestSteadyStreamOfDumpsEmitsEachOperationOnce(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "host-b_nccl_trace_rank_3")
 	require.NoError(t, os.WriteFile(path, frdumptest.Pickle(&first), 0o644))
-	e := startReceiver(t, fastConfig(dir), &memStorage{data: map[string][]byte{}})
+	store := &memStorage{data: map[string][]byte{}}
+	e := startReceiver(t, fastConfig(dir), store)
 	defer e.stop(t)
 	require.Eventually(t, func() bool { return e.traces.SpanCount() == 29 }, 20*time.Second, 10*time.Millisecond)
 
@@ -47,6 +50,15 @@ func TestSteadyStreamOfDumpsEmitsEachOperationOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return e.traces.SpanCount() == 50 }, 20*time.Second, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 	assert.Equal(t, 50, e.traces.SpanCount(), "no operation twice")
+
+	// The saved state keeps the path's latest version only: a job that
+	// dumps every few steps must not grow what is rewritten after each dump.
+	st, err := loadState(context.Background(), &memClient{m: store})
+	require.NoError(t, err)
+	require.Len(t, st.Dumps, 1)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Contains(t, st.Dumps[path].Key, "|"+strconv.FormatInt(info.Size(), 10)+"|", "the second dump's version")
 }
 
 // Dumps over the size cap and of an unknown version: a warning each, once.

@@ -224,10 +224,11 @@ func (r *ncclReceiver) rankOf(path string) int {
 func (r *ncclReceiver) readDump(ctx context.Context, f watch.File) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, done := r.state.Files[f.Key()]; done {
+	key := f.Key()
+	if r.state.Dumps[f.Path].Key == key {
 		return // read before a restart
 	}
-	r.state.Files[f.Key()] = unixNow(r.now)
+	r.state.Dumps[f.Path] = readVersion{Key: key, At: unixNow(r.now)}
 	data, err := watch.ReadFile(f.Path, r.cfg.FlightRecorder.MaxFileSize)
 	if err != nil {
 		r.badInput(ctx, sourceFlightRecorder)

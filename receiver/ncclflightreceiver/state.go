@@ -14,7 +14,7 @@ import (
 const (
 	stateKey     = "ncclflight.state"
 	inspectorKey = "ncclflight.inspector"
-	// Bounds of what is remembered: enough for every dump, file and finding
+	// Bounds of what is remembered: enough for every dump path and finding
 	// of a long job, small enough to rewrite on every dump.
 	maxRememberedFiles    = 4096
 	maxRememberedFindings = 4096
@@ -24,12 +24,23 @@ const (
 // emitted twice: which dump versions were read, how far each rank's entries
 // were emitted, and which findings were reported.
 type persistedState struct {
-	// Files: file key (path, inode, size, mtime) → when read (unix s).
-	Files map[string]int64 `json:"files"`
+	// Dumps: dump path → the version of it last read. One entry a path,
+	// however often the job rewrites the dump (every few steps), so that
+	// the state saved after every dump stays small. (Versions before
+	// 0.1.0 kept every version read under "files"; that key is ignored:
+	// Ranks alone keeps entries from being emitted twice.)
+	Dumps map[string]readVersion `json:"dumps"`
 	// Ranks: "<directory>/<rank>" → emission progress.
 	Ranks map[string]*rankProgress `json:"ranks"`
 	// Findings: deduplication key → when reported (unix s).
 	Findings map[string]int64 `json:"findings"`
+}
+
+// readVersion is the version of a dump that was read (watch.File.Key:
+// path, inode, size, mtime) and when (unix s).
+type readVersion struct {
+	Key string `json:"key"`
+	At  int64  `json:"at"`
 }
 
 // rankProgress tracks one rank's entries. Record ids grow on a rank across
@@ -41,7 +52,7 @@ type rankProgress struct {
 }
 
 func newPersistedState() *persistedState {
-	return &persistedState{Files: map[string]int64{}, Ranks: map[string]*rankProgress{}, Findings: map[string]int64{}}
+	return &persistedState{Dumps: map[string]readVersion{}, Ranks: map[string]*rankProgress{}, Findings: map[string]int64{}}
 }
 
 func (s *persistedState) rank(key string) *rankProgress {
@@ -53,13 +64,13 @@ func (s *persistedState) rank(key string) *rankProgress {
 	return p
 }
 
-// trim forgets the oldest files and findings beyond the bounds.
+// trim forgets the oldest dump paths and findings beyond the bounds.
 func (s *persistedState) trim() {
-	trimOldest(s.Files, maxRememberedFiles)
-	trimOldest(s.Findings, maxRememberedFindings)
+	trimOldest(s.Dumps, maxRememberedFiles, func(v readVersion) int64 { return v.At })
+	trimOldest(s.Findings, maxRememberedFindings, func(at int64) int64 { return at })
 }
 
-func trimOldest(m map[string]int64, limit int) {
+func trimOldest[V any](m map[string]V, limit int, at func(V) int64) {
 	if len(m) <= limit {
 		return
 	}
@@ -69,7 +80,7 @@ func trimOldest(m map[string]int64, limit int) {
 	}
 	all := make([]kv, 0, len(m))
 	for k, v := range m {
-		all = append(all, kv{k, v})
+		all = append(all, kv{k, at(v)})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].v < all[j].v || all[i].v == all[j].v && all[i].k < all[j].k })
 	for _, e := range all[:len(all)-limit] {
@@ -91,8 +102,8 @@ func loadState(ctx context.Context, c storage.Client) (*persistedState, error) {
 		// cost of emitting again what the dumps still hold).
 		return newPersistedState(), fmt.Errorf("ncclflightreceiver: state in storage is damaged, starting afresh: %w", err)
 	}
-	if st.Files == nil {
-		st.Files = map[string]int64{}
+	if st.Dumps == nil {
+		st.Dumps = map[string]readVersion{}
 	}
 	if st.Ranks == nil {
 		st.Ranks = map[string]*rankProgress{}
