@@ -124,6 +124,9 @@ type compiledRule struct{ all, any []int }
 type entityState struct {
 	series   []*series // by signal id; nil where not observed
 	lastSeen time.Time
+	// forgotten: Evaluate dropped the entity; an EntityRef holding this
+	// state looks the entity up again.
+	forgotten bool
 }
 
 // get returns the entity's series of signal id, or nil.
@@ -255,21 +258,47 @@ func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
 // ObserveSignal is ObserveSample with s.Signal resolved as sig by this
 // Evaluator's Signal; s.Signal itself is not read.
 func (e *Evaluator) ObserveSignal(entity fault.Entity, sig Signal, s Sample) bool {
-	if !sig.ReadBy(entity.Kind) {
+	ref := EntityRef{Entity: entity}
+	return e.ObserveRef(&ref, sig, s)
+}
+
+// EntityRef is an entity and, once one of its samples was kept, its state:
+// the next samples of a run (the signals of one span) skip the lookup by
+// entity. A new EntityRef{Entity: e} is unresolved; one whose entity
+// Evaluate has since forgotten looks it up again.
+type EntityRef struct {
+	Entity fault.Entity
+	st     *entityState
+}
+
+// ObserveRef is ObserveSignal through ref, which it resolves on first use.
+func (e *Evaluator) ObserveRef(ref *EntityRef, sig Signal, s Sample) bool {
+	if !sig.ReadBy(ref.Entity.Kind) {
 		return false
 	}
-	id := sig.id
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.entities[entity]
-	if st == nil {
-		if len(e.entities) >= e.limits.MaxEntities {
-			e.dropped++
-			return false
+	return e.observeRefLocked(ref, sig, s)
+}
+
+func (e *Evaluator) observeRefLocked(ref *EntityRef, sig Signal, s Sample) bool {
+	st := ref.st
+	if st == nil || st.forgotten {
+		if st = e.entities[ref.Entity]; st == nil {
+			if len(e.entities) >= e.limits.MaxEntities {
+				e.dropped++
+				return false
+			}
+			st = &entityState{}
+			e.entities[ref.Entity] = st
 		}
-		st = &entityState{}
-		e.entities[entity] = st
+		ref.st = st
 	}
+	return e.observeLocked(st, sig.id, s)
+}
+
+// observeLocked keeps s in the entity's series of signal id. e.mu is held.
+func (e *Evaluator) observeLocked(st *entityState, id int, s Sample) bool {
 	if s.At.After(st.lastSeen) {
 		st.lastSeen = s.At
 	}
@@ -378,6 +407,7 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 	}
 	for ent, st := range e.entities {
 		if st.lastSeen.Before(now.Add(-e.ForgetAfter(ent.Kind))) {
+			st.forgotten = true
 			delete(e.entities, ent)
 			continue
 		}

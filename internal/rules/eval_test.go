@@ -479,3 +479,27 @@ func TestSignalResolvesOnce(t *testing.T) {
 	_, ok := findRule(ev.Evaluate(t0.Add(20*time.Second)), "dbe_alone")
 	assert.True(t, ok)
 }
+
+// An EntityRef resolves its entity once; after Evaluate forgot the entity
+// it looks it up again, so that a sample through an old reference is not
+// kept in state nobody evaluates.
+func TestEntityRefSurvivesForgetting(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{ForgetAfter: 30 * time.Minute})
+	dbe := ev.Signal(sigDBE)
+	ref := EntityRef{Entity: gpuG}
+	require.True(t, ev.ObserveRef(&ref, dbe, Sample{Signal: sigDBE, Value: 0, At: t0}))
+	require.True(t, ev.ObserveRef(&ref, dbe, Sample{Signal: sigDBE, Value: 1, At: t0.Add(10 * time.Second)}))
+	_, ok := findRule(ev.Evaluate(t0.Add(20*time.Second)), "dbe_alone")
+	assert.True(t, ok, "samples through one reference land in one entity's state")
+
+	ev.Evaluate(t0.Add(31 * time.Minute))
+	require.Equal(t, 0, ev.Entities(), "forgotten")
+	later := t0.Add(32 * time.Minute)
+	require.True(t, ev.ObserveRef(&ref, dbe, Sample{Signal: sigDBE, Value: 1, At: later}))
+	require.True(t, ev.ObserveRef(&ref, dbe, Sample{Signal: sigDBE, Value: 2, At: later.Add(time.Second)}))
+	assert.Equal(t, 1, ev.Entities(), "the reference found its entity again")
+	_, ok = findRule(ev.Evaluate(later.Add(2*time.Second)), "dbe_alone")
+	assert.True(t, ok, "and its new samples are evaluated")
+}

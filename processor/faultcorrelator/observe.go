@@ -164,19 +164,32 @@ func (c *correlator) observeUnder(ents []fault.Entity, w where, s rules.Sample) 
 // done, remembers each entity that kept one, once, in the order they first
 // kept one: what observeUnder per sample does, with one identity update
 // per entity instead of one per sample. Signals come resolved (spanSignals),
-// so that no sample is looked up by name. Callers hold c.mu. It holds
-// nothing but the entities, so that it and their array stay on the stack.
+// so that no sample is looked up by name, and entities by reference, so
+// that each is looked up once per input, not once per sample. Callers hold
+// c.mu.
 type observer struct {
-	ents  []fault.Entity // at most maxEntitiesPerInput
+	eval  *rules.Evaluator
+	refs  [maxEntitiesPerInput]rules.EntityRef
+	nrefs int
 	kept  [maxEntitiesPerInput]bool
 	order [maxEntitiesPerInput]int
 	n     int // entities in order
 }
 
+// newObserver observes into eval under ents (at most maxEntitiesPerInput).
+func newObserver(eval *rules.Evaluator, ents []fault.Entity) observer {
+	o := observer{eval: eval}
+	for i, e := range ents {
+		o.refs[i].Entity = e
+	}
+	o.nrefs = len(ents)
+	return o
+}
+
 // add observes s, whose signal is sig, under each entity.
-func (o *observer) add(c *correlator, sig rules.Signal, s rules.Sample) {
-	for i, e := range o.ents {
-		if sig.ReadBy(e.Kind) && c.eval.ObserveSignal(e, sig, s) && !o.kept[i] {
+func (o *observer) add(sig rules.Signal, s rules.Sample) {
+	for i := range o.refs[:o.nrefs] {
+		if o.eval.ObserveRef(&o.refs[i], sig, s) && !o.kept[i] {
 			o.kept[i] = true
 			o.order[o.n] = i
 			o.n++
@@ -187,7 +200,7 @@ func (o *observer) add(c *correlator, sig rules.Signal, s rules.Sample) {
 // done remembers the entities that kept a sample as w's.
 func (o *observer) done(c *correlator, w where) {
 	for _, i := range o.order[:o.n] {
-		c.remember(o.ents[i], w)
+		c.remember(o.refs[i].Entity, w)
 	}
 }
 
@@ -684,29 +697,33 @@ func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *
 		act.saw(w, at)
 		act.sawRank(w)
 	}
-	var ents [maxEntitiesPerInput]fault.Entity // not in o: a pointer into itself would move o to the heap
-	o := observer{ents: w.entitiesInto(ents[:0], rk)}
-	base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+	var ents [maxEntitiesPerInput]fault.Entity
+	o := newObserver(c.eval, w.entitiesInto(ents[:0], rk))
+	c.observeSpanSignals(sp, name, rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}, &o)
+	o.done(c, w)
+}
+
+// observeSpanSignals adds the samples of a rank span to o.
+func (c *correlator) observeSpanSignals(sp ptrace.Span, name string, base rules.Sample, o *observer) {
 	a := sp.Attributes()
 	sigs := &c.spanSignals
 	if sigs.verdict.Read() {
 		if v, ok := a.Get(attrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
 			s := base
 			s.Signal, s.Text = attrStragglerVerdict, v.Str()
-			o.add(c, sigs.verdict, s)
+			o.add(sigs.verdict, s)
 		}
 	}
 	switch {
 	case name == spanStep:
-		c.observeStepSpan(sp, &o, base)
+		c.observeStepSpan(sp, o, base)
 	case sp.Status().Code() == ptrace.StatusCodeError && strings.HasPrefix(sp.Status().Message(), timedOutStatusPrefix):
 		if _, collective := a.Get(semconv.AttrNCCLCollective); collective {
 			s := base
 			s.Signal, s.Value = signalNCCLTimedOut, 1
-			o.add(c, sigs.ncclTimedOut, s)
+			o.add(sigs.ncclTimedOut, s)
 		}
 	}
-	o.done(c, w)
 }
 
 // spanSignals are the signals read from rank spans, resolved when the
@@ -746,7 +763,7 @@ func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sam
 	num := func(sig rules.Signal, name string, v float64) {
 		s := base
 		s.Signal, s.Value = name, v
-		o.add(c, sig, s)
+		o.add(sig, s)
 	}
 	if sigs.stepDuration.Read() && sp.EndTimestamp() > sp.StartTimestamp() {
 		num(sigs.stepDuration, signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds())
@@ -775,7 +792,7 @@ func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sam
 			if r := reasons.At(i); r.Type() == pcommon.ValueTypeStr && r.Str() != "" {
 				s := base
 				s.Signal, s.Text = attrHealthThrottle, r.Str()
-				o.add(c, sigs.throttle, s)
+				o.add(sigs.throttle, s)
 			}
 		}
 	}
