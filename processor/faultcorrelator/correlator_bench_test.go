@@ -142,13 +142,7 @@ func BenchmarkConsumeTraces1024Ranks(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(5 * time.Second)
-		start, end := pcommon.NewTimestampFromTime(at.Add(-4*time.Second)), pcommon.NewTimestampFromTime(at)
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sp := rss.At(i).ScopeSpans().At(0).Spans().At(0)
-			sp.SetStartTimestamp(start)
-			sp.SetEndTimestamp(end)
-		}
+		stepAt(td, at)
 		if err := c.ConsumeTraces(ctx, td); err != nil {
 			b.Fatal(err)
 		}
@@ -206,17 +200,23 @@ func BenchmarkConsumeTraces1024RanksByNode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(5 * time.Second)
-		start, end := pcommon.NewTimestampFromTime(at.Add(-4*time.Second)), pcommon.NewTimestampFromTime(at)
 		for _, td := range batches {
-			rss := td.ResourceSpans()
-			for i := 0; i < rss.Len(); i++ {
-				sp := rss.At(i).ScopeSpans().At(0).Spans().At(0)
-				sp.SetStartTimestamp(start)
-				sp.SetEndTimestamp(end)
-			}
+			stepAt(td, at)
 			if err := c.ConsumeTraces(ctx, td); err != nil {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// stepAt moves every rank's step span (the first span of each resource)
+// to a 4 s step ending at at: the next step of the benchmark's job.
+func stepAt(td ptrace.Traces, at time.Time) {
+	start, end := pcommon.NewTimestampFromTime(at.Add(-4*time.Second)), pcommon.NewTimestampFromTime(at)
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sp := rss.At(i).ScopeSpans().At(0).Spans().At(0)
+		sp.SetStartTimestamp(start)
+		sp.SetEndTimestamp(end)
 	}
 }
