@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func (r *ncclReceiver) Start(ctx context.Context, host component.Host) error {
 	r.cancel = cancel
 	if fr := r.cfg.FlightRecorder; len(fr.Directories) > 0 {
 		w := watch.New(watch.Options{Dirs: fr.Directories, Patterns: fr.Patterns, Rescan: fr.RescanInterval, Settle: fr.SettleTime}, r.logger)
-		r.run(func() { _ = w.Run(runCtx, func(f watch.File) { r.readDump(runCtx, f) }) })
+		r.run(func() { _ = w.Run(runCtx, func(files []watch.File) { r.readDumps(runCtx, files) }) })
 		r.run(func() { r.every(runCtx, fr.IncompleteAfter/4, r.flushIncomplete) })
 	}
 	if len(r.cfg.Inspector.Directories) > 0 {
@@ -218,49 +219,76 @@ func (r *ncclReceiver) rankOf(path string) int {
 	return r.cfg.FlightRecorder.Rank
 }
 
-// readDump decodes one complete dump and emits what it adds: spans of
-// operations not emitted before, and findings of the cross-rank analysis of
-// its directory.
-func (r *ncclReceiver) readDump(ctx context.Context, f watch.File) {
+// readDumps decodes dumps that became complete together and emits what they
+// add: spans of operations not emitted before, in one batch, and findings of
+// the cross-rank analysis of each directory, run once over the newest dump of
+// every rank (a partly rewritten directory would compare old and new dumps).
+// The state is saved once for the batch.
+func (r *ncclReceiver) readDumps(ctx context.Context, files []watch.File) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	td := ptrace.NewTraces()
+	var dirs []string
+	read := false
+	for _, f := range files {
+		dir, analyzable, ok := r.readDump(ctx, td, f)
+		read = read || ok
+		if analyzable && !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool { return rs.ScopeSpans().At(0).Spans().Len() == 0 })
+	r.consumeTraces(ctx, td)
+	for _, dir := range dirs {
+		r.analyze(ctx, dir)
+	}
+	if !read {
+		return
+	}
+	r.emitMetrics(ctx)
+	if err := saveState(ctx, r.storage, r.state); err != nil {
+		r.warnOnce("save", "ncclflightreceiver: cannot save state; a restart may emit some spans again", zap.Error(err))
+	}
+}
+
+// readDump decodes one dump and appends its new operations to td. It
+// reports the dump's directory, whether the dump joined that directory's
+// cross-rank analysis (its rank is known), and whether the state changed.
+func (r *ncclReceiver) readDump(ctx context.Context, td ptrace.Traces, f watch.File) (dir string, analyzable, changed bool) {
 	key := f.Key()
 	if r.state.Dumps[f.Path].Key == key {
-		return // read before a restart
+		return "", false, false // read before a restart
 	}
 	r.state.Dumps[f.Path] = readVersion{Key: key, At: unixNow(r.now)}
 	data, err := watch.ReadFile(f.Path, r.cfg.FlightRecorder.MaxFileSize)
 	if err != nil {
 		r.badInput(ctx, sourceFlightRecorder)
 		r.warnOnce("read:"+f.Path, "ncclflightreceiver: cannot read dump, skipping it", zap.String("path", f.Path), zap.Error(err))
-		return
+		return "", false, true
 	}
 	dump, warnings, err := frdump.Parse(data)
 	if err != nil {
 		r.badInput(ctx, sourceFlightRecorder)
 		r.logger.Warn("ncclflightreceiver: cannot decode dump, skipping it", zap.String("path", f.Path), zap.Error(err))
-		return
+		return "", false, true
 	}
 	for _, w := range warnings {
 		r.warnOnce(string(w.Kind)+":"+dump.Version.Raw, "ncclflightreceiver: dump parsed with a warning",
 			zap.String("path", f.Path), zap.String("warning", w.Message))
 	}
 	r.tb.NcclflightDumpsRead.Add(ctx, 1)
-	dir := filepath.Dir(f.Path)
+	dir = filepath.Dir(f.Path)
 	rank := r.rankOf(f.Path)
 	res := rankResource{host: r.host, job: r.cfg.JobID, rank: rank, worldSize: worldSize(dump)}
-	r.emitEntries(ctx, dir, res, dump)
-	if rank >= 0 {
-		if r.latest[dir] == nil {
-			r.latest[dir] = map[int]*frdump.Dump{}
-		}
-		r.latest[dir][rank] = dump
-		r.analyze(ctx, dir)
+	r.emitEntries(appendRankSpans(td, res, r.set.BuildInfo.Version), dir, res, dump)
+	if rank < 0 {
+		return dir, false, true
 	}
-	r.emitMetrics(ctx)
-	if err := saveState(ctx, r.storage, r.state); err != nil {
-		r.warnOnce("save", "ncclflightreceiver: cannot save state; a restart may emit some spans again", zap.Error(err))
+	if r.latest[dir] == nil {
+		r.latest[dir] = map[int]*frdump.Dump{}
 	}
+	r.latest[dir][rank] = dump
+	return dir, true, true
 }
 
 // worldSize is the size of the default process group, else of the largest.
@@ -275,10 +303,10 @@ func worldSize(d *frdump.Dump) int {
 	return n
 }
 
-// emitEntries emits each operation of the dump once: completed or timed-out
-// ones now, the others when a later dump shows how they ended or when
-// incomplete_after passes without one.
-func (r *ncclReceiver) emitEntries(ctx context.Context, dir string, res rankResource, dump *frdump.Dump) {
+// emitEntries appends each operation of the dump to spans once: completed or
+// timed-out ones now, the others when a later dump shows how they ended or
+// when incomplete_after passes without one.
+func (r *ncclReceiver) emitEntries(spans ptrace.SpanSlice, dir string, res rankResource, dump *frdump.Dump) {
 	rankKey := dir + "/" + strconv.Itoa(res.rank)
 	progress := r.state.rank(rankKey)
 	pendingIDs := map[int64]bool{}
@@ -288,7 +316,6 @@ func (r *ncclReceiver) emitEntries(ctx context.Context, dir string, res rankReso
 	if r.pending[rankKey] == nil {
 		r.pending[rankKey] = map[int64]*pendingEntry{}
 	}
-	td, spans := newRankTraces(res, r.set.BuildInfo.Version)
 	now := r.now()
 	for i := range dump.Entries {
 		e := &dump.Entries[i]
@@ -310,7 +337,6 @@ func (r *ncclReceiver) emitEntries(ctx context.Context, dir string, res rankReso
 		progress.Watermark = max(progress.Watermark, e.RecordID)
 	}
 	progress.Pending = sortedIDs(pendingIDs)
-	r.consumeTraces(ctx, td)
 }
 
 func (r *ncclReceiver) emitEntry(spans ptrace.SpanSlice, res rankResource, e *frdump.Entry) {

@@ -31,6 +31,13 @@ type memStorage struct {
 	component.ShutdownFunc
 	mu   sync.Mutex
 	data map[string][]byte
+	sets map[string]int // writes per key
+}
+
+func (m *memStorage) setsOf(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sets[key]
 }
 
 func (m *memStorage) GetClient(context.Context, component.Kind, component.ID, string) (storage.Client, error) {
@@ -49,6 +56,10 @@ func (c *memClient) Set(_ context.Context, key string, value []byte) error {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	c.m.data[key] = append([]byte(nil), value...)
+	if c.m.sets == nil {
+		c.m.sets = map[string]int{}
+	}
+	c.m.sets[key]++
 	return nil
 }
 
@@ -190,20 +201,23 @@ func TestStragglerDumpsEndToEnd(t *testing.T) {
 	// Spans of one collective share a trace across ranks; each has its rank.
 	byTrace := map[string]map[int64]bool{}
 	for _, td := range e.traces.AllTraces() {
-		rs := td.ResourceSpans().At(0)
-		rank, _ := rs.Resource().Attributes().Get(semconv.AttrTrainingRank)
-		ws, _ := rs.Resource().Attributes().Get(semconv.AttrTrainingWorldSize)
-		assert.Equal(t, int64(8), ws.Int())
-		spans := rs.ScopeSpans().At(0).Spans()
-		for i := 0; i < spans.Len(); i++ {
-			s := spans.At(i)
-			assert.Equal(t, ptrace.StatusCodeUnset, s.Status().Code())
-			assert.Greater(t, s.EndTimestamp(), s.StartTimestamp(), "duration_ms gives the span a length")
-			tid := s.TraceID().String()
-			if byTrace[tid] == nil {
-				byTrace[tid] = map[int64]bool{}
+		// Dumps that settle together come as one batch, a resource per rank.
+		for r := 0; r < td.ResourceSpans().Len(); r++ {
+			rs := td.ResourceSpans().At(r)
+			rank, _ := rs.Resource().Attributes().Get(semconv.AttrTrainingRank)
+			ws, _ := rs.Resource().Attributes().Get(semconv.AttrTrainingWorldSize)
+			assert.Equal(t, int64(8), ws.Int())
+			spans := rs.ScopeSpans().At(0).Spans()
+			for i := 0; i < spans.Len(); i++ {
+				s := spans.At(i)
+				assert.Equal(t, ptrace.StatusCodeUnset, s.Status().Code())
+				assert.Greater(t, s.EndTimestamp(), s.StartTimestamp(), "duration_ms gives the span a length")
+				tid := s.TraceID().String()
+				if byTrace[tid] == nil {
+					byTrace[tid] = map[int64]bool{}
+				}
+				byTrace[tid][rank.Int()] = true
 			}
-			byTrace[tid][rank.Int()] = true
 		}
 	}
 	assert.Len(t, byTrace, 50, "one trace per collective")
@@ -211,6 +225,11 @@ func TestStragglerDumpsEndToEnd(t *testing.T) {
 		assert.Len(t, ranks, 8, "every rank's span of a collective is in its trace")
 	}
 	assert.NotZero(t, e.metrics.DataPointCount(), "duration histograms")
+	// The eight dumps were there at start, so they settled together: one
+	// batch of spans, one analysis, one save of the state.
+	assert.Len(t, e.traces.AllTraces(), 1, "one batch for dumps that settled together")
+	assert.Equal(t, 8, e.traces.AllTraces()[0].ResourceSpans().Len(), "a resource per rank")
+	assert.Equal(t, 1, store.setsOf(stateKey), "state saved once for the batch")
 	e.stop(t)
 
 	// Restart on the same storage: the same dumps are not emitted again.
@@ -245,10 +264,12 @@ func TestHangDumpsEndToEnd(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		for _, td := range e.traces.AllTraces() {
-			spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
-			for i := 0; i < spans.Len(); i++ {
-				if spans.At(i).Status().Code() == ptrace.StatusCodeError {
-					return true
+			for r := 0; r < td.ResourceSpans().Len(); r++ {
+				spans := td.ResourceSpans().At(r).ScopeSpans().At(0).Spans()
+				for i := 0; i < spans.Len(); i++ {
+					if spans.At(i).Status().Code() == ptrace.StatusCodeError {
+						return true
+					}
 				}
 			}
 		}

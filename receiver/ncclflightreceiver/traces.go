@@ -121,12 +121,17 @@ func (r rankResource) putTo(m pcommon.Map) {
 // newRankTraces starts a ptrace.Traces with the rank's resource and scope.
 func newRankTraces(res rankResource, version string) (ptrace.Traces, ptrace.SpanSlice) {
 	td := ptrace.NewTraces()
+	return td, appendRankSpans(td, res, version)
+}
+
+// appendRankSpans adds a rank's resource to td and returns its span slice.
+func appendRankSpans(td ptrace.Traces, res rankResource, version string) ptrace.SpanSlice {
 	rs := td.ResourceSpans().AppendEmpty()
 	res.putTo(rs.Resource().Attributes())
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName)
 	ss.Scope().SetVersion(version)
-	return td, ss.Spans()
+	return ss.Spans()
 }
 
 // entrySpan writes one flight-recorder entry as a span: start at the

@@ -88,9 +88,12 @@ func New(opts Options, logger *zap.Logger) *Watcher {
 	return &Watcher{opts: opts, logger: logger, now: time.Now, seen: map[string]*observation{}, dirMissing: map[string]bool{}}
 }
 
-// Run watches until ctx ends, calling ready (from this goroutine) for every
-// file that became complete or changed since it was last reported.
-func (w *Watcher) Run(ctx context.Context, ready func(File)) error {
+// Run watches until ctx ends, calling ready (from this goroutine) with the
+// files that became complete or changed since they were last reported. Files
+// that settle together (the ranks of a job dumping on the same timeout) come
+// in one call, in path order, so that the caller can analyze them together
+// and save its progress once.
+func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		w.logger.Warn("ncclflightreceiver: no file notifications, relying on rescans", zap.Error(err))
@@ -210,7 +213,7 @@ func (w *Watcher) observe(path string) {
 }
 
 // settled reports files unchanged for the settle time, in path order.
-func (w *Watcher) settled(ready func(File)) {
+func (w *Watcher) settled(ready func([]File)) {
 	now := w.now()
 	var due []string
 	for path, o := range w.seen {
@@ -219,6 +222,7 @@ func (w *Watcher) settled(ready func(File)) {
 		}
 	}
 	sort.Strings(due)
+	var files []File
 	for _, path := range due {
 		o := w.seen[path]
 		w.observe(path) // one more look: still the same?
@@ -226,7 +230,10 @@ func (w *Watcher) settled(ready func(File)) {
 			continue
 		}
 		o.reported = true
-		ready(File{Path: path, Size: o.size, ModTime: o.modTime, Inode: o.inode})
+		files = append(files, File{Path: path, Size: o.size, ModTime: o.modTime, Inode: o.inode})
+	}
+	if len(files) > 0 {
+		ready(files)
 	}
 }
 

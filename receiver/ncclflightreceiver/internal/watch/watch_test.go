@@ -21,11 +21,27 @@ func TestMain(m *testing.M) {
 }
 
 type collected struct {
-	mu    sync.Mutex
-	files []File
+	mu      sync.Mutex
+	files   []File
+	batches [][]string // base names, one slice per call of ready
 }
 
-func (c *collected) add(f File) { c.mu.Lock(); c.files = append(c.files, f); c.mu.Unlock() }
+func (c *collected) add(files []File) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for _, f := range files {
+		c.files = append(c.files, f)
+		names = append(names, filepath.Base(f.Path))
+	}
+	c.batches = append(c.batches, names)
+}
+
+func (c *collected) batchList() [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]string(nil), c.batches...)
+}
 func (c *collected) paths() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,6 +79,20 @@ func TestReportsMatchingCompleteFilesOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return len(c.paths()) == 2 }, 5*time.Second, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 	assert.ElementsMatch(t, []string{"nccl_trace_rank_0", "nccl_trace_rank_1"}, c.paths())
+}
+
+// Dumps that settle together (every rank of a job dumping on the same
+// timeout) are reported in one call, in path order, so that the receiver
+// analyzes the directory once and saves its state once.
+func TestFilesThatSettleTogetherComeInOneCall(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"nccl_trace_rank_2", "nccl_trace_rank_0", "nccl_trace_rank_3", "nccl_trace_rank_1"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644))
+	}
+	c := run(t, Options{Dirs: []string{dir}, Patterns: []string{"nccl_trace_rank_*"}, Rescan: time.Hour, Settle: 40 * time.Millisecond}, nil)
+
+	require.Eventually(t, func() bool { return len(c.paths()) == 4 }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, [][]string{{"nccl_trace_rank_0", "nccl_trace_rank_1", "nccl_trace_rank_2", "nccl_trace_rank_3"}}, c.batchList())
 }
 
 // A file still being written is reported only once it stops growing, with
