@@ -113,6 +113,27 @@ func rankKey(job string, rank int64) string {
 	return job + "/" + strconv.FormatInt(rank, 10)
 }
 
+type jobRank struct {
+	job  string
+	rank int64
+}
+
+// rankKeyOf is rankKey, built once per rank while c.rankKeys has room.
+// Callers hold c.mu.
+func (c *correlator) rankKeyOf(job string, rank int64) string {
+	jr := jobRank{job, rank}
+	if k, ok := c.rankKeys[jr]; ok {
+		return k
+	}
+	if len(c.rankKeys) >= c.cfg.MaxEntities {
+		clear(c.rankKeys)
+	}
+	k := rankKey(job, rank)
+	// The job string may point into a decoded batch: the key holds a copy.
+	c.rankKeys[jobRank{strings.Clone(job), rank}] = k
+	return k
+}
+
 // entitiesInto is entities appended to out, so that a caller can pass an
 // array's slice and spare the allocation; rk, when not empty, is the rank
 // key the caller already built.
@@ -285,12 +306,24 @@ type activity struct {
 
 type hostJob struct{ host, job string }
 
-// newActivity returns the activity of one batch, nil in agent mode.
+// newActivity returns the activity of one batch, nil in agent mode. It is
+// c.batchActivity emptied: a gateway's batches are often one Kafka message
+// of a few spans, and three new maps for each was most of what the span
+// path allocated. Callers hold c.mu until they noted it.
 func (c *correlator) newActivity() *activity {
 	if c.cfg.Mode != ModeGateway {
 		return nil
 	}
-	return &activity{hosts: map[string]time.Time{}, jobs: map[string]time.Time{}, ranks: map[hostJob]struct{}{}}
+	a := &c.batchActivity
+	if a.hosts == nil {
+		*a = activity{hosts: map[string]time.Time{}, jobs: map[string]time.Time{}, ranks: map[hostJob]struct{}{}}
+		return a
+	}
+	clear(a.hosts)
+	clear(a.jobs)
+	clear(a.ranks)
+	*a = activity{hosts: a.hosts, jobs: a.jobs, ranks: a.ranks}
+	return a
 }
 
 // saw notes an input about w at time at: its host and its job are alive.
@@ -675,7 +708,7 @@ func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *
 	name := sp.Name()
 	var rk string
 	if w.job != "" {
-		rk = rankKey(w.job, w.rank)
+		rk = c.rankKeyOf(w.job, w.rank)
 		rank := fault.Entity{Kind: fault.EntityRank, Key: rk}
 		if name == spanStep {
 			c.remember(rank, w) // where the rank runs, for its verdict spans
