@@ -52,17 +52,23 @@ type correlator struct {
 	silentRules map[string]bool
 	spanSignals spanSignals
 
-	mu         sync.Mutex
-	eval       *rules.Evaluator
-	info       map[fault.Entity]where         // identity of observed entities
-	counters   map[counterKey]float64         // per entity: summed growth of cumulative counters
-	sources    map[string]float64             // last value of each source counter
-	histograms map[string]histPoint           // last cumulative sum and count of each histogram
-	open       map[string]*openFault          // by dedup key (id type + entity)
-	dropped    int                            // matches refused because max_open_faults was reached
-	hostJobs   map[string]map[string]struct{} // gateway: watched hosts and the jobs whose ranks they run
-	jobSeen    map[string]time.Time           // gateway: each watched job's latest input
-	incidents  map[string][]time.Time         // per host: onsets of the faults counted for escalation
+	mu   sync.Mutex
+	eval *rules.Evaluator
+	// info is the identity of the entities seen in this generation of
+	// identityGeneration, infoOld of the last one: an entity silent for two
+	// generations is forgotten, so that a gateway running for months with
+	// job churn keeps room for new ranks (identity).
+	info        map[fault.Entity]where
+	infoOld     map[fault.Entity]where
+	infoRotated time.Time                      // when info was started
+	counters    map[counterKey]float64         // per entity: summed growth of cumulative counters
+	sources     map[string]float64             // last value of each source counter
+	histograms  map[string]histPoint           // last cumulative sum and count of each histogram
+	open        map[string]*openFault          // by dedup key (id type + entity)
+	dropped     int                            // matches refused because max_open_faults was reached
+	hostJobs    map[string]map[string]struct{} // gateway: watched hosts and the jobs whose ranks they run
+	jobSeen     map[string]time.Time           // gateway: each watched job's latest input
+	incidents   map[string][]time.Time         // per host: onsets of the faults counted for escalation
 	// lastRemembered, per entity kind (rememberSlot): what remember last
 	// merged into info, so that a repeat skips the lookup.
 	lastRemembered [6]remembered
@@ -285,6 +291,7 @@ func (c *correlator) step(now time.Time) []fault.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forgetJobs(now)
+	c.rotateIdentities(now)
 	best := map[string]rules.Match{}
 	for _, m := range matches {
 		key := idType(m) + "\x00" + m.Entity.String()
@@ -346,7 +353,8 @@ func (c *correlator) hostOf(e fault.Entity) string {
 	if e.Kind == fault.EntityNode {
 		return e.Key
 	}
-	return c.info[e].host
+	w, _ := c.identity(e)
+	return w.host
 }
 
 // countOpened observes fault.opened under the node of each fault that
@@ -393,7 +401,14 @@ func (c *correlator) countOpened(records []fault.Record, now time.Time) {
 
 // record builds the fault record of m with onset firstSeen.
 func (c *correlator) record(m rules.Match, firstSeen time.Time) fault.Record {
-	w := c.info[m.Entity]
+	w, _ := c.identity(m.Entity)
+	// The key names a node or a job whose identity was forgotten.
+	switch {
+	case m.Entity.Kind == fault.EntityNode && w.host == "":
+		w.host = m.Entity.Key
+	case m.Entity.Kind == fault.EntityJob && w.job == "":
+		w.job = m.Entity.Key
+	}
 	r := fault.Record{
 		Type: m.FaultType, XID: m.XID, Severity: m.Severity, Confidence: m.Confidence,
 		Rule: m.Rule, Action: m.Action, BlastRadius: m.BlastRadius, Entity: m.Entity,

@@ -265,7 +265,7 @@ func (c *correlator) remember(e fault.Entity, w where) {
 	if last.ok && last.entity == e && last.w == w {
 		return // merging the same identity again keeps what c.info holds
 	}
-	old, known := c.info[e]
+	old, known := c.identity(e)
 	if !known && len(c.info) >= c.cfg.MaxEntities {
 		return
 	}
@@ -286,6 +286,42 @@ func (c *correlator) remember(e fault.Entity, w where) {
 		return // the usual case: a rank's every span says the same
 	}
 	c.info[e] = w
+}
+
+// identityGeneration is how long an identity is kept after the entity was
+// last remembered: one to two generations, at least the evaluator's default
+// forget_after (rules.Limits), for which it keeps the entity's samples.
+const identityGeneration = time.Hour
+
+// identity returns what e was last remembered as, moving it into the
+// current generation. Callers hold c.mu.
+func (c *correlator) identity(e fault.Entity) (where, bool) {
+	if w, ok := c.info[e]; ok {
+		return w, true
+	}
+	w, ok := c.infoOld[e]
+	if ok {
+		delete(c.infoOld, e)
+		c.info[e] = w
+	}
+	return w, ok
+}
+
+// rotateIdentities starts a new generation once the current one is
+// identityGeneration old, dropping the identities not remembered since the
+// last rotation. Callers hold c.mu.
+func (c *correlator) rotateIdentities(now time.Time) {
+	if c.infoRotated.IsZero() {
+		c.infoRotated = now
+	}
+	if now.Sub(c.infoRotated) < identityGeneration {
+		return
+	}
+	c.infoOld, c.info = c.info, make(map[fault.Entity]where, len(c.info))
+	c.infoRotated = now
+	// A repeat of the last identity skips remember's lookup, which is what
+	// moves an entity into the new generation.
+	c.lastRemembered = [len(c.lastRemembered)]remembered{}
 }
 
 // activity is what one batch says about who is alive (gateway mode, for
@@ -714,7 +750,7 @@ func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *
 			c.remember(rank, w) // where the rank runs, for its verdict spans
 		} else if w.gpu == "" || w.host == "" {
 			// A verdict span may lack the GPU its rank's step spans named.
-			known := c.info[rank]
+			known, _ := c.identity(rank)
 			if w.gpu == "" {
 				w.gpu = known.gpu
 			}

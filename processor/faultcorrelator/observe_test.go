@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/rules"
 )
 
 func TestWhereEntities(t *testing.T) {
@@ -232,4 +233,49 @@ func TestStepSpanNumbersFollowTheRules(t *testing.T) {
 	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: testJob + "/4"}, got[0].Entity)
 	assert.Equal(t, "GPU-4", got[0].GPUUUID)
 	assert.Equal(t, testHost, got[0].HostName)
+}
+
+// Identities live for one to two generations after they were last
+// remembered: a gateway that saw max_entities ranks of finished jobs still
+// learns where the ranks of a new job run.
+func TestIdentitiesOfSilentEntitiesAreForgotten(t *testing.T) {
+	c, _, _ := newTestCorrelator(t, func(cfg *Config) { cfg.Mode = ModeGateway; cfg.MaxEntities = 4 })
+	rank := func(job string, r int64) (fault.Entity, where) {
+		return fault.Entity{Kind: fault.EntityRank, Key: rankKey(job, r)},
+			where{host: testHost, gpu: "GPU-" + strconv.FormatInt(r, 10), job: job, rank: r, rankKnown: true}
+	}
+	known := func(job string, r int64) bool {
+		e, _ := rank(job, r)
+		_, ok := c.identity(e)
+		return ok
+	}
+	c.step(t0)
+	for r := int64(0); r < 4; r++ {
+		c.remember(rank("old-job", r))
+	}
+	c.remember(rank("new-job", 0))
+	assert.False(t, known("new-job", 0), "max_entities identities held")
+
+	c.step(t0.Add(identityGeneration))
+	c.remember(rank("new-job", 0))
+	c.remember(rank("old-job", 0)) // still running
+	assert.True(t, known("new-job", 0), "a new generation has room")
+	old3, _ := rank("old-job", 3)
+	assert.Contains(t, c.infoOld, old3, "the last generation is still known") // (a lookup would move it)
+
+	c.step(t0.Add(2 * identityGeneration))
+	assert.True(t, known("new-job", 0))
+	assert.True(t, known("old-job", 0))
+	for r := int64(1); r < 4; r++ {
+		assert.False(t, known("old-job", r), "rank %d silent for a whole generation", r)
+	}
+	gpu, w := rank("new-job", 0)
+	got, _ := c.identity(gpu)
+	assert.Equal(t, w, got)
+
+	// A node's or a job's record still names it once its identity is gone.
+	node := c.record(rules.Match{Entity: fault.Entity{Kind: fault.EntityNode, Key: "xl999"}}, t0)
+	assert.Equal(t, "xl999", node.HostName)
+	job := c.record(rules.Match{Entity: fault.Entity{Kind: fault.EntityJob, Key: "gone-job"}}, t0)
+	assert.Equal(t, "gone-job", job.JobID)
 }
