@@ -168,6 +168,8 @@ type series struct {
 	keep      time.Duration // samples older than this before the latest go
 	baseline  float64
 	baselineN int
+	oldest    int64 // points[0].at, so that trim need not read the array's cold start
+	texts     int   // points with a text, which trim releases
 }
 
 // NewEvaluator returns an evaluator for rules (disabled rules are skipped;
@@ -346,9 +348,11 @@ func (e *Evaluator) observeLocked(st *entityState, id int, s Sample) bool {
 			i--
 		}
 	}
-	p.text = e.texts.intern(s.Text)
+	if p.text = e.texts.intern(s.Text); p.text != 0 {
+		sr.texts++
+	}
 	sr.insert(i, p)
-	sr.expire(nanos(s.At.Add(-sr.keep)), e.limits.MaxSamplesPerSeries, &e.texts)
+	sr.trim(at-int64(sr.keep), e.limits.MaxSamplesPerSeries, &e.texts)
 	return true
 }
 
@@ -371,30 +375,56 @@ func (sr *series) insert(i int, p point) {
 	sr.points = append(sr.points, point{})
 	copy(sr.points[i+1:], sr.points[i:])
 	sr.points[i] = p
+	if i == 0 {
+		sr.oldest = p.at
+	}
 }
 
-// expire drops samples before cutoff (Unix nanoseconds) and the oldest
-// beyond max, releasing their texts.
-func (sr *series) expire(cutoff int64, max int, texts *textTable) {
-	n := 0
-	for n < len(sr.points) && sr.points[n].at < cutoff {
-		n++
+// trim drops samples before cutoff (Unix nanoseconds) and the oldest
+// beyond max, releasing their texts. It drops in steps of about a
+// sixteenth: once the oldest sample is that share of the window past the
+// cutoff, or the series is over max, down to a sixteenth below max. Most
+// inserts then leave the start of the array, which is cold in the cache,
+// unread. Rules read their window through within, so the few older
+// samples a series holds meanwhile change no result; max stays the bound.
+func (sr *series) trim(cutoff int64, max int, texts *textTable) {
+	n := len(sr.points)
+	if n <= max && (n == 0 || sr.oldest >= cutoff-int64(sr.keep)/16) {
+		return
 	}
-	if over := len(sr.points) - n - max; over > 0 {
-		n += over
+	drop := 0
+	for drop < n && sr.points[drop].at < cutoff {
+		drop++
 	}
-	if n > 0 {
-		// Reslice rather than copy: a full series drops one sample per
-		// insert, and copying the rest each time is quadratic. append
-		// moves the live samples to a new array when the old one is used up.
-		texts.releaseAll(sr.points[:n])
-		sr.points = sr.points[n:]
+	if n-drop > max {
+		drop = n - max + max/16 // a step below max, never emptying it
+	}
+	if drop == 0 {
+		return
+	}
+	if sr.texts > 0 {
+		for i := range sr.points[:drop] {
+			if id := sr.points[i].text; id != 0 {
+				texts.release(id)
+				sr.texts--
+			}
+		}
+	}
+	// Reslice rather than copy: copying the rest at every step is
+	// quadratic. insert moves the live samples back to the start of the
+	// array once it is used up.
+	sr.points = sr.points[drop:]
+	if len(sr.points) > 0 {
+		sr.oldest = sr.points[0].at
 	}
 }
 
 // drop releases every sample of sr.
 func (sr *series) drop(texts *textTable) {
-	texts.releaseAll(sr.points)
+	if sr.texts > 0 {
+		texts.releaseAll(sr.points)
+		sr.texts = 0
+	}
 	sr.points, sr.buf = nil, nil
 }
 

@@ -540,3 +540,27 @@ func TestTextsAreReleasedWithTheirSamples(t *testing.T) {
 	assert.Zero(t, ev.Entities())
 	assert.Zero(t, ev.texts.len())
 }
+
+// A full series drops its oldest samples a step at a time, never holding
+// more than max_samples_per_series, and its window is still exact.
+func TestFullSeriesTrimsInSteps(t *testing.T) {
+	one := 0.0
+	r := Rule{Name: "r", FaultType: fault.TypeGPUThermal, Severity: fault.SeverityP2, Action: fault.ActionNone,
+		BlastRadius: fault.BlastGPU, Confidence: 1, Entity: fault.EntityGPU, Window: time.Hour,
+		All: []Condition{{Signal: "c", Agg: AggCount, Op: OpGT, Value: &one}}}
+	ev := NewEvaluator([]Rule{r}, Limits{MaxSamplesPerSeries: 256})
+	id := ev.ids["c"]
+	lengths := map[int]bool{}
+	for i := 0; i < 2000; i++ {
+		require.True(t, ev.Observe(gpuG, "c", float64(i), t0.Add(time.Duration(i)*time.Second)))
+		n := len(ev.entities[gpuG].get(id).points)
+		require.LessOrEqual(t, n, 256, "observation %d", i)
+		if i >= 256 {
+			lengths[n] = true
+			require.GreaterOrEqual(t, n, 256-16, "observation %d", i)
+		}
+	}
+	assert.Len(t, lengths, 17, "the series steps between 240 and 256 samples")
+	assert.Equal(t, t0.Add(1999*time.Second).UnixNano()-int64(len(ev.entities[gpuG].get(id).points)-1)*int64(time.Second),
+		ev.entities[gpuG].get(id).oldest, "the oldest kept sample is tracked")
+}
