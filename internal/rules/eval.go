@@ -80,6 +80,7 @@ type Evaluator struct {
 	ids    map[string]int  // signal name -> id, for every signal a rule reads
 	keep   []time.Duration // per signal id: the longest window of a rule reading it
 	kinds  []kindSet       // per signal id: the entity kinds whose rules read it
+	rel    []relevance     // per signal id: the samples some condition can be changed by
 	forget map[fault.EntityKind]time.Duration
 	limits Limits
 
@@ -190,9 +191,11 @@ func NewEvaluator(rules []Rule, limits Limits) *Evaluator {
 			e.ids[c.Signal] = id
 			e.keep = append(e.keep, 0)
 			e.kinds = append(e.kinds, 0)
+			e.rel = append(e.rel, conditionRelevance(c))
 		}
 		e.keep[id] = max(e.keep[id], r.Window)
 		e.kinds[id] = e.kinds[id].with(r.Entity)
+		e.rel[id] = e.rel[id].union(conditionRelevance(c))
 		return id
 	}
 	for _, r := range rules {
@@ -238,13 +241,14 @@ func (e *Evaluator) Signals() []string {
 type Signal struct {
 	id    int
 	kinds kindSet // none when no rule reads the signal
+	rel   relevance
 }
 
 // Signal resolves name. The zero kinds of a name no rule reads make
 // ReadBy false for every kind.
 func (e *Evaluator) Signal(name string) Signal {
 	if id, used := e.ids[name]; used {
-		return Signal{id: id, kinds: e.kinds[id]}
+		return Signal{id: id, kinds: e.kinds[id], rel: e.rel[id]}
 	}
 	return Signal{id: -1}
 }
@@ -263,8 +267,9 @@ func (e *Evaluator) Observe(entity fault.Entity, signal string, value float64, a
 }
 
 // ObserveSample records s for entity. It returns false when the sample was
-// not kept: no rule on entity's kind reads the signal, or the entity limit
-// is reached.
+// not kept: no rule on entity's kind reads the signal, no condition can be
+// changed by it (relevance: a zero under "max > 0"), or the entity limit is
+// reached.
 func (e *Evaluator) ObserveSample(entity fault.Entity, s Sample) bool {
 	return e.ObserveSignal(entity, e.Signal(s.Signal), s)
 }
@@ -287,7 +292,7 @@ type EntityRef struct {
 
 // ObserveRef is ObserveSignal through ref, which it resolves on first use.
 func (e *Evaluator) ObserveRef(ref *EntityRef, sig Signal, s Sample) bool {
-	if !sig.ReadBy(ref.Entity.Kind) {
+	if !sig.ReadBy(ref.Entity.Kind) || !sig.rel.keeps(s) {
 		return false
 	}
 	e.mu.Lock()
