@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
 )
 
 // process is a child program whose output goes to its own log file.
@@ -156,15 +158,9 @@ func (p *process) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freeAddr returns a loopback address nobody listens on now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// freeAddr returns a loopback address nobody listens on now, outside the
+// ports outgoing connections take (freeport).
+func freeAddr() (string, error) { return freeport.Addr() }
 
 // waitFor polls check until it succeeds, ctx ends or a child exits.
 func waitFor(ctx context.Context, ps *procs, what string, wait time.Duration, check func() error) error {

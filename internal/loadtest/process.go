@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
 )
 
 // Process is a collector binary run by the harness, its output in a log
@@ -109,15 +111,9 @@ func (p *Process) WaitHealthy(ctx context.Context, addr string) error {
 	}
 }
 
-// FreeAddr returns a loopback address nobody listens on now.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("loadtest: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// FreeAddr returns a loopback address nobody listens on now, outside the
+// ports outgoing connections take (freeport).
+func FreeAddr() (string, error) { return freeport.Addr() }
 
 // RepoRoot finds the module root (the directory with go.mod) from the
 // working directory up.

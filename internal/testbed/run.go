@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
 )
 
 // Options configure a run. Zero fields take the defaults of
@@ -365,12 +365,11 @@ func selectScenarios(all []Scenario, opts Options) ([]Scenario, error) {
 }
 
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		return "", fmt.Errorf("testbed: finding a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addr, nil
 }
 
 // lightOnly reports whether step spans alone show every injection.

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
 )
 
 // repoRoot is two levels up from test/e2e.
@@ -50,14 +52,14 @@ func lookPath(t *testing.T, name string) string {
 	return path
 }
 
-// freeAddr returns a loopback address with a port nobody listens on now.
+// freeAddr returns a loopback address with a port nobody listens on now,
+// outside the ports outgoing connections take (freeport).
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // process is a child program whose output goes to a log file, shown when
