@@ -161,7 +161,7 @@ func nanos(t time.Time) int64 { return t.UnixNano() }
 
 type series struct {
 	points []point // ordered by time; a window of buf
-	// buf is the array points lives in, from its start: expire reslices
+	// buf is the array points lives in, from its start: trim reslices
 	// points forward, and insert moves them back to the start instead of
 	// growing a new array when the dropped prefix is as long as they are.
 	buf       []point
@@ -362,7 +362,7 @@ func (e *Evaluator) observeLocked(st *entityState, id int, s Sample) bool {
 }
 
 // insert puts p at index i of the points, reusing the array: when it is
-// full and expire freed at least as many samples at its start as there are
+// full and trim freed at least as many samples at its start as there are
 // live ones, those move back to the start (amortised: each sample moves at
 // most once per sample dropped) instead of append growing a new array for
 // every window's worth of samples.
@@ -407,14 +407,7 @@ func (sr *series) trim(cutoff int64, max int, texts *textTable) {
 	if drop == 0 {
 		return
 	}
-	if sr.texts > 0 {
-		for i := range sr.points[:drop] {
-			if id := sr.points[i].text; id != 0 {
-				texts.release(id)
-				sr.texts--
-			}
-		}
-	}
+	sr.releaseTexts(drop, texts)
 	// Reslice rather than copy: copying the rest at every step is
 	// quadratic. insert moves the live samples back to the start of the
 	// array once it is used up.
@@ -426,11 +419,19 @@ func (sr *series) trim(cutoff int64, max int, texts *textTable) {
 
 // drop releases every sample of sr.
 func (sr *series) drop(texts *textTable) {
-	if sr.texts > 0 {
-		texts.releaseAll(sr.points)
-		sr.texts = 0
-	}
+	sr.releaseTexts(len(sr.points), texts)
 	sr.points, sr.buf = nil, nil
+}
+
+// releaseTexts releases the texts of the first n points; a numeric series
+// (no texts) is not read.
+func (sr *series) releaseTexts(n int, texts *textTable) {
+	for i := 0; i < n && sr.texts > 0; i++ {
+		if id := sr.points[i].text; id != 0 {
+			texts.release(id)
+			sr.texts--
+		}
+	}
 }
 
 // Dropped returns how many samples were refused because of MaxEntities.

@@ -56,13 +56,6 @@ func (t *textTable) release(id uint32) {
 	t.free = append(t.free, id)
 }
 
-// releaseAll drops the kept samples of points.
-func (t *textTable) releaseAll(points []point) {
-	for i := range points {
-		t.release(points[i].text)
-	}
-}
-
 // text returns the text of id.
 func (t *textTable) text(id uint32) string { return t.texts[id] }
 
