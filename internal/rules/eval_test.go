@@ -505,6 +505,35 @@ func TestEntityRefSurvivesForgetting(t *testing.T) {
 	assert.True(t, ok, "and its new samples are evaluated")
 }
 
+// A Batch observes as ObserveRef does, under one hold of the lock: only
+// for kinds whose rules read the signal, only samples that can change a
+// condition (Keeps), and the evaluator is free again once it is closed.
+func TestBatchObservesLikeObserveRef(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	dbe, loss := ev.Signal(sigDBE), ev.Signal("training.loss")
+	gpu, job := EntityRef{Entity: gpuG}, EntityRef{Entity: fault.Entity{Kind: fault.EntityJob, Key: "j"}}
+	finite, nan := Sample{Value: 2.5, At: t0}, Sample{Value: math.NaN(), At: t0}
+	assert.False(t, loss.Keeps(&finite), "loss_nan reads only non-finite losses")
+	assert.True(t, loss.Keeps(&nan))
+
+	b := ev.Batch()
+	assert.False(t, b.ObserveRef(&job, &dbe, &Sample{Value: 1, At: t0}), "no job rule reads the DBE count")
+	assert.False(t, b.ObserveRef(&job, &loss, &finite))
+	assert.True(t, b.ObserveRef(&job, &loss, &nan))
+	require.True(t, b.ObserveRef(&gpu, &dbe, &Sample{Value: 0, At: t0}))
+	require.True(t, b.ObserveRef(&gpu, &dbe, &Sample{Value: 1, At: t0.Add(10 * time.Second)}))
+	b.Close()
+
+	assert.Equal(t, 2, ev.Entities(), "the lock is free again")
+	matches := ev.Evaluate(t0.Add(20 * time.Second))
+	for _, rule := range []string{"dbe_alone", "loss_nan"} {
+		_, ok := findRule(matches, rule)
+		assert.True(t, ok, rule)
+	}
+}
+
 // Texts are held while a kept sample has them: a series that expires them,
 // the sweep of a silent series and a forgotten entity all release theirs, so
 // a stream of distinct texts (finding messages, say) cannot grow the table.

@@ -46,7 +46,7 @@ func (r relevance) union(o relevance) relevance {
 
 // keeps reports whether s may change a decision. A NaN is kept: as the
 // latest sample it starts a maximum that nothing exceeds.
-func (r relevance) keeps(s Sample) bool {
+func (r relevance) keeps(s *Sample) bool {
 	v := s.Value
 	switch {
 	case r.all || s.Text != "" || math.IsNaN(v) || math.IsInf(v, 0):

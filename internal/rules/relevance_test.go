@@ -34,10 +34,10 @@ func TestRelevanceOfConditions(t *testing.T) {
 	for _, tc := range cases {
 		r := conditionRelevance(tc.c)
 		for _, s := range tc.keep {
-			assert.True(t, r.keeps(s), "%s: keeps %+v", tc.name, s)
+			assert.True(t, r.keeps(&s), "%s: keeps %+v", tc.name, s)
 		}
 		for _, s := range tc.skip {
-			assert.False(t, r.keeps(s), "%s: skips %+v", tc.name, s)
+			assert.False(t, r.keeps(&s), "%s: skips %+v", tc.name, s)
 		}
 	}
 

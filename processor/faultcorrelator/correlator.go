@@ -72,11 +72,11 @@ type correlator struct {
 	// lastRemembered, per entity kind (rememberSlot): what remember last
 	// merged into info, so that a repeat skips the lookup.
 	lastRemembered [6]remembered
-	// rankKeys holds the rank entity keys built for spans: a gateway sees
-	// every rank's span every step, and building "job/rank" for each was
-	// most of the span path's allocations. Emptied when it outgrows
-	// max_entities.
-	rankKeys map[jobRank]string
+	// infoVersion changes whenever info does (remember, rotateIdentities).
+	infoVersion uint64
+	// ranks holds what the span path keeps of each rank (rankState).
+	// Emptied when it outgrows max_entities.
+	ranks map[jobRank]*rankState
 	// batchActivity is the activity of the batch being read (newActivity).
 	batchActivity activity
 
@@ -110,7 +110,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 		hostJobs:    map[string]map[string]struct{}{},
 		jobSeen:     map[string]time.Time{},
 		incidents:   map[string][]time.Time{},
-		rankKeys:    map[jobRank]string{},
+		ranks:       map[jobRank]*rankState{},
 	}
 	c.spanSignals = newSpanSignals(c.eval)
 	for _, sig := range c.eval.Signals() {

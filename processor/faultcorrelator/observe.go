@@ -75,25 +75,34 @@ type where struct {
 }
 
 // read fills w from attrs; later maps (a record's own attributes) override
-// earlier ones (its resource's).
+// earlier ones (its resource's). One pass over attrs: a rank span carries
+// some twenty attributes, and a lookup per field walked them six times.
 func (w *where) read(attrs pcommon.Map) {
-	str := func(k string, dst *string) {
-		if v, ok := attrs.Get(k); ok && v.AsString() != "" {
-			*dst = v.AsString()
+	str := func(v pcommon.Value, dst *string) {
+		if s := v.AsString(); s != "" {
+			*dst = s
 		}
 	}
-	str(semconv.AttrHostName, &w.host)
-	str(semconv.AttrGPUUUID, &w.gpu)
-	str(semconv.AttrTrainingJobID, &w.job)
-	str(attrIBDevice, &w.ibDevice)
-	str(attrIBPort, &w.ibPort)
-	if v, ok := attrs.Get(semconv.AttrTrainingRank); ok {
-		switch v.Type() {
-		case pcommon.ValueTypeInt:
-			w.rank, w.rankKnown = v.Int(), true
-		case pcommon.ValueTypeStr:
-			if n, err := strconv.ParseInt(v.Str(), 10, 64); err == nil {
-				w.rank, w.rankKnown = n, true
+	for k, v := range attrs.All() {
+		switch k {
+		case semconv.AttrHostName:
+			str(v, &w.host)
+		case semconv.AttrGPUUUID:
+			str(v, &w.gpu)
+		case semconv.AttrTrainingJobID:
+			str(v, &w.job)
+		case attrIBDevice:
+			str(v, &w.ibDevice)
+		case attrIBPort:
+			str(v, &w.ibPort)
+		case semconv.AttrTrainingRank:
+			switch v.Type() {
+			case pcommon.ValueTypeInt:
+				w.rank, w.rankKnown = v.Int(), true
+			case pcommon.ValueTypeStr:
+				if n, err := strconv.ParseInt(v.Str(), 10, 64); err == nil {
+					w.rank, w.rankKnown = n, true
+				}
 			}
 		}
 	}
@@ -118,20 +127,72 @@ type jobRank struct {
 	rank int64
 }
 
-// rankKeyOf is rankKey, built once per rank while c.rankKeys has room.
+// rankState is what the span path keeps of a rank between its spans. A
+// gateway sees every rank's step span every step, and each says what the
+// last one said: the rank's key, and its entities, resolved in the
+// evaluator for the identity (w) its last step span gave, let the next one
+// skip building the key and looking up the entities; remembered lets it
+// skip remember's identity lookups. On a gateway with thousands of ranks
+// those lookups are cache misses, the span path's main cost.
+type rankState struct {
+	key   string
+	w     where // the identity refs were built for
+	refs  [maxEntitiesPerInput]rules.EntityRef
+	nrefs int
+	rank  int // index of the rank entity in refs
+	// remembered: bit i set when remember merged w into refs[i]'s identity
+	// while c.info was at version infoVersion. remember is idempotent, so
+	// until info changes again it would change nothing.
+	remembered  uint8
+	infoVersion uint64
+}
+
+// rankStateOf returns job's rank's state, created while c.ranks has room.
 // Callers hold c.mu.
-func (c *correlator) rankKeyOf(job string, rank int64) string {
+func (c *correlator) rankStateOf(job string, rank int64) *rankState {
 	jr := jobRank{job, rank}
-	if k, ok := c.rankKeys[jr]; ok {
-		return k
+	if rs, ok := c.ranks[jr]; ok {
+		return rs
 	}
-	if len(c.rankKeys) >= c.cfg.MaxEntities {
-		clear(c.rankKeys)
+	if len(c.ranks) >= c.cfg.MaxEntities {
+		clear(c.ranks)
 	}
-	k := rankKey(job, rank)
+	rs := &rankState{key: rankKey(job, rank)}
 	// The job string may point into a decoded batch: the key holds a copy.
-	c.rankKeys[jobRank{strings.Clone(job), rank}] = k
-	return k
+	c.ranks[jobRank{strings.Clone(job), rank}] = rs
+	return rs
+}
+
+// entitiesFor makes rs's entities those of w, as the rank's latest step
+// span gave it, unless they already are.
+func (rs *rankState) entitiesFor(w where) {
+	if rs.nrefs > 0 && rs.w == w {
+		return
+	}
+	var ents [maxEntitiesPerInput]fault.Entity
+	rs.nrefs = 0
+	for i, e := range w.entitiesInto(ents[:0], rs.key) {
+		rs.refs[i] = rules.EntityRef{Entity: e}
+		if e.Kind == fault.EntityRank {
+			rs.rank = i
+		}
+		rs.nrefs++
+	}
+	rs.w, rs.remembered = w, 0
+}
+
+// rememberRef is remember(rs.refs[i].Entity, rs.w) unless it was done since
+// c.info last changed.
+func (c *correlator) rememberRef(rs *rankState, i int) {
+	if rs.infoVersion != c.infoVersion {
+		rs.remembered, rs.infoVersion = 0, c.infoVersion
+	}
+	if rs.remembered&(1<<i) != 0 {
+		return
+	}
+	c.remember(rs.refs[i].Entity, rs.w)
+	// Its own write changed info: what rs remembered still holds.
+	rs.remembered, rs.infoVersion = rs.remembered|1<<i, c.infoVersion
 }
 
 // entitiesInto is entities appended to out, so that a caller can pass an
@@ -185,43 +246,28 @@ func (c *correlator) observeUnder(ents []fault.Entity, w where, s rules.Sample) 
 // done, remembers each entity that kept one, once, in the order they first
 // kept one: what observeUnder per sample does, with one identity update
 // per entity instead of one per sample. Signals come resolved (spanSignals),
-// so that no sample is looked up by name, and entities by reference, so
-// that each is looked up once per input, not once per sample. Callers hold
-// c.mu.
+// so that no sample is looked up by name, entities by reference, so that
+// each is looked up once per input (or per rank: rankState), not once per
+// sample, and the evaluator is held once per batch. Callers hold c.mu.
 type observer struct {
-	eval  *rules.Evaluator
-	refs  [maxEntitiesPerInput]rules.EntityRef
-	nrefs int
+	batch rules.Batch
+	refs  []rules.EntityRef
 	kept  [maxEntitiesPerInput]bool
 	order [maxEntitiesPerInput]int
 	n     int // entities in order
 }
 
-// newObserver observes into eval under ents (at most maxEntitiesPerInput).
-func newObserver(eval *rules.Evaluator, ents []fault.Entity) observer {
-	o := observer{eval: eval}
-	for i, e := range ents {
-		o.refs[i].Entity = e
-	}
-	o.nrefs = len(ents)
-	return o
-}
-
 // add observes s, whose signal is sig, under each entity.
-func (o *observer) add(sig rules.Signal, s rules.Sample) {
-	for i := range o.refs[:o.nrefs] {
-		if o.eval.ObserveRef(&o.refs[i], sig, s) && !o.kept[i] {
+func (o *observer) add(sig *rules.Signal, s *rules.Sample) {
+	if !sig.Keeps(s) {
+		return // most samples of a healthy rank: no entity keeps them
+	}
+	for i := range o.refs {
+		if o.batch.ObserveRef(&o.refs[i], sig, s) && !o.kept[i] {
 			o.kept[i] = true
 			o.order[o.n] = i
 			o.n++
 		}
-	}
-}
-
-// done remembers the entities that kept a sample as w's.
-func (o *observer) done(c *correlator, w where) {
-	for _, i := range o.order[:o.n] {
-		c.remember(o.refs[i].Entity, w)
 	}
 }
 
@@ -286,6 +332,7 @@ func (c *correlator) remember(e fault.Entity, w where) {
 		return // the usual case: a rank's every span says the same
 	}
 	c.info[e] = w
+	c.infoVersion++
 }
 
 // identityGeneration is how long an identity is kept after the entity was
@@ -319,6 +366,7 @@ func (c *correlator) rotateIdentities(now time.Time) {
 	}
 	c.infoOld, c.info = c.info, make(map[fault.Entity]where, len(c.info))
 	c.infoRotated = now
+	c.infoVersion++ // what rankState remembered must move to the new generation
 	// A repeat of the last identity skips remember's lookup, which is what
 	// moves an entity into the new generation.
 	c.lastRemembered = [len(c.lastRemembered)]remembered{}
@@ -719,6 +767,7 @@ func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
 		return
 	}
 	act := c.newActivity()
+	batch := c.eval.Batch()
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -728,29 +777,27 @@ func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
-				c.observeSpan(spans.At(k), res, now, act)
+				c.observeSpan(batch, spans.At(k), res, now, act)
 			}
 		}
 	}
+	batch.Close() // noteActivity observes through the evaluator's own calls
 	c.noteActivity(act)
 }
 
-func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *activity) {
+func (c *correlator) observeSpan(batch rules.Batch, sp ptrace.Span, res where, now time.Time, act *activity) {
 	w := res
 	w.read(sp.Attributes())
 	if !w.rankKnown {
 		return // only rank spans carry per-rank signals
 	}
 	name := sp.Name()
-	var rk string
+	var rs *rankState
 	if w.job != "" {
-		rk = c.rankKeyOf(w.job, w.rank)
-		rank := fault.Entity{Kind: fault.EntityRank, Key: rk}
-		if name == spanStep {
-			c.remember(rank, w) // where the rank runs, for its verdict spans
-		} else if w.gpu == "" || w.host == "" {
+		rs = c.rankStateOf(w.job, w.rank)
+		if name != spanStep && (w.gpu == "" || w.host == "") {
 			// A verdict span may lack the GPU its rank's step spans named.
-			known, _ := c.identity(rank)
+			known, _ := c.identity(fault.Entity{Kind: fault.EntityRank, Key: rs.key})
 			if w.gpu == "" {
 				w.gpu = known.gpu
 			}
@@ -766,10 +813,33 @@ func (c *correlator) observeSpan(sp ptrace.Span, res where, now time.Time, act *
 		act.saw(w, at)
 		act.sawRank(w)
 	}
+	base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+	if rs != nil && name == spanStep {
+		// The rank's entities as its last step span gave them (the usual
+		// case), kept in rs.
+		rs.entitiesFor(w)
+		c.rememberRef(rs, rs.rank) // where the rank runs, for its verdict spans
+		o := observer{batch: batch, refs: rs.refs[:rs.nrefs]}
+		c.observeSpanSignals(sp, name, base, &o)
+		for _, i := range o.order[:o.n] {
+			c.rememberRef(rs, i)
+		}
+		return
+	}
 	var ents [maxEntitiesPerInput]fault.Entity
-	o := newObserver(c.eval, w.entitiesInto(ents[:0], rk))
-	c.observeSpanSignals(sp, name, rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}, &o)
-	o.done(c, w)
+	var refs [maxEntitiesPerInput]rules.EntityRef
+	var rk string
+	if rs != nil {
+		rk = rs.key
+	}
+	o := observer{batch: batch, refs: refs[:0]}
+	for _, e := range w.entitiesInto(ents[:0], rk) {
+		o.refs = append(o.refs, rules.EntityRef{Entity: e})
+	}
+	c.observeSpanSignals(sp, name, base, &o)
+	for _, i := range o.order[:o.n] {
+		c.remember(o.refs[i].Entity, w)
+	}
 }
 
 // observeSpanSignals adds the samples of a rank span to o.
@@ -780,7 +850,7 @@ func (c *correlator) observeSpanSignals(sp ptrace.Span, name string, base rules.
 		if v, ok := a.Get(attrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
 			s := base
 			s.Signal, s.Text = attrStragglerVerdict, v.Str()
-			o.add(sigs.verdict, s)
+			o.add(&sigs.verdict, &s)
 		}
 	}
 	switch {
@@ -790,7 +860,7 @@ func (c *correlator) observeSpanSignals(sp ptrace.Span, name string, base rules.
 		if _, collective := a.Get(semconv.AttrNCCLCollective); collective {
 			s := base
 			s.Signal, s.Value = signalNCCLTimedOut, 1
-			o.add(sigs.ncclTimedOut, s)
+			o.add(&sigs.ncclTimedOut, &s)
 		}
 	}
 }
@@ -829,18 +899,19 @@ func newSpanSignals(ev *rules.Evaluator) spanSignals {
 // reasons of its health window; only what some rule reads.
 func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sample) {
 	sigs := &c.spanSignals
-	num := func(sig rules.Signal, name string, v float64) {
+	num := func(sig *rules.Signal, name string, v float64) {
 		s := base
 		s.Signal, s.Value = name, v
-		o.add(sig, s)
+		o.add(sig, &s)
 	}
 	if sigs.stepDuration.Read() && sp.EndTimestamp() > sp.StartTimestamp() {
-		num(sigs.stepDuration, signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds())
+		num(&sigs.stepDuration, signalStepDuration, sp.EndTimestamp().AsTime().Sub(sp.StartTimestamp().AsTime()).Seconds())
 	}
 	a := sp.Attributes()
-	for _, n := range sigs.numbers {
+	for i := range sigs.numbers {
+		n := &sigs.numbers[i]
 		if v, ok := number(a, n.name); ok {
-			num(n.sig, n.name, v)
+			num(&n.sig, n.name, v)
 		}
 	}
 	if !sigs.xid.Read() {
@@ -849,7 +920,7 @@ func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sam
 		xids := v.Slice()
 		for i := 0; i < xids.Len() && i < maxListItemsPerSpan; i++ {
 			if x := xids.At(i); x.Type() == pcommon.ValueTypeInt {
-				num(sigs.xid, semconv.AttrGPUXID, float64(x.Int()))
+				num(&sigs.xid, semconv.AttrGPUXID, float64(x.Int()))
 			}
 		}
 	}
@@ -861,7 +932,7 @@ func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sam
 			if r := reasons.At(i); r.Type() == pcommon.ValueTypeStr && r.Str() != "" {
 				s := base
 				s.Signal, s.Text = attrHealthThrottle, r.Str()
-				o.add(sigs.throttle, s)
+				o.add(&sigs.throttle, &s)
 			}
 		}
 	}

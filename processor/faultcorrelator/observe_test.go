@@ -279,3 +279,63 @@ func TestIdentitiesOfSilentEntitiesAreForgotten(t *testing.T) {
 	job := c.record(rules.Match{Entity: fault.Entity{Kind: fault.EntityJob, Key: "gone-job"}}, t0)
 	assert.Equal(t, "gone-job", job.JobID)
 }
+
+// A rank's step spans are observed through the entities its last step span
+// gave (rankState), skipping identity updates that would change nothing.
+// When the rank moves, when identities rotate and when the evaluator has
+// forgotten its entities, its samples and identity still follow it.
+func TestRankStepSpansFollowTheRank(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, gateway)
+	ctx := context.Background()
+	rank := fault.Entity{Kind: fault.EntityRank, Key: testJob + "/5"}
+	step := func(at time.Time, host, gpu string, attrs map[string]any) {
+		t.Helper()
+		require.NoError(t, c.ConsumeTraces(ctx, spans(rankSpan{rank: 5, host: host, gpu: gpu, end: at, attrs: attrs})))
+	}
+	identity := func() where {
+		t.Helper()
+		w, ok := c.identity(rank)
+		require.True(t, ok, "the rank's identity is known")
+		return w
+	}
+	c.step(t0)
+	step(t0, "xa", "GPU-a", nil)
+	step(t0.Add(time.Second), "xa", "GPU-a", nil)
+	assert.Equal(t, where{host: "xa", gpu: "GPU-a", job: testJob, rank: 5, rankKnown: true}, identity())
+
+	// Restarted elsewhere under the same job and rank.
+	moved := where{host: "xb", gpu: "GPU-b", job: testJob, rank: 5, rankKnown: true}
+	step(t0.Add(2*time.Second), "xb", "GPU-b", nil)
+	assert.Equal(t, moved, identity())
+
+	// Spans that repeat the identity still move it into each new generation.
+	warm := map[string]any{"gpu.health.temperature": 61.0} // a sample the GPU keeps
+	for g := 1; g <= 2; g++ {
+		now := t0.Add(time.Duration(g) * identityGeneration)
+		c.step(now)
+		step(now.Add(time.Second), "xb", "GPU-b", warm)
+	}
+	assert.Equal(t, moved, identity(), "kept across two rotations")
+
+	// Silent long enough for the evaluator to forget the rank's entities:
+	// the next span's samples are kept under them again.
+	later := t0.Add(5 * identityGeneration)
+	for _, k := range []fault.EntityKind{fault.EntityGPU, fault.EntityRank, fault.EntityJob} {
+		require.Less(t, c.eval.ForgetAfter(k), 2*identityGeneration, "%s entities are forgotten by then", k)
+	}
+	c.step(later)
+	step(later.Add(time.Second), "xb", "GPU-b", map[string]any{"gpu.health.ecc_dbe_errors": int64(1), "gpu.health.window_s": 60.0})
+	clock.at = later.Add(2 * time.Second)
+	require.NoError(t, c.evaluate(ctx))
+	var dbe []fault.Record
+	for _, r := range faults(t, sink) { // and node.silent for xa, which the rank left
+		if r.Type == fault.TypeGPUMemoryDBE {
+			dbe = append(dbe, r)
+		}
+	}
+	require.Len(t, dbe, 1)
+	assert.Equal(t, fault.Entity{Kind: fault.EntityGPU, Key: "GPU-b"}, dbe[0].Entity)
+	assert.Equal(t, "xb", dbe[0].HostName)
+	assert.Equal(t, testJob, dbe[0].JobID)
+	assert.Equal(t, int64(5), dbe[0].Rank)
+}
