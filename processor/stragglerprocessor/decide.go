@@ -243,26 +243,16 @@ func (js *jobState) observeDuration(d time.Duration, factor float64) bool {
 // Compute is the sum of the phase durations when the span has any, else the
 // step's duration less the time in collectives, else the step's duration
 // (which in synchronous training finds nothing, but is all there is).
-func signal(span ptrace.Span) (compute, wait time.Duration) {
-	attrs := span.Attributes()
-	var phases int64
-	hasPhase := false
-	for _, name := range phaseAttrs {
-		if v, ok := intAttr(attrs, attrs, name); ok {
-			phases = saturatingAdd(phases, max(v, 0))
-			hasPhase = true
-		}
-	}
-	total, hasWait := intAttr(attrs, attrs, attrCollTotalNs)
-	wait = time.Duration(max(total, 0))
-	if hasPhase {
-		return time.Duration(phases), wait
+func (a *stepAttrs) signal(span ptrace.Span) (compute, wait time.Duration) {
+	wait = time.Duration(max(a.collTotal, 0))
+	if a.set&anyPhase != 0 {
+		return time.Duration(a.phases), wait
 	}
 	dur := int64(span.EndTimestamp()) - int64(span.StartTimestamp())
 	if span.EndTimestamp() < span.StartTimestamp() {
 		dur = 0
 	}
-	if hasWait {
+	if a.set&hasCollTotal != 0 {
 		return time.Duration(max(dur-int64(wait), 0)), wait
 	}
 	return time.Duration(max(dur, 0)), wait
@@ -275,46 +265,172 @@ func saturatingAdd(a, b int64) int64 {
 	return a + b
 }
 
-// groupOf is the rank's pipeline stage, "" without one.
-func groupOf(span, res pcommon.Map) string {
-	for _, m := range []pcommon.Map{span, res} {
-		if v, ok := m.Get(attrPPStage); ok {
-			switch v.Type() {
-			case pcommon.ValueTypeInt:
-				return strconv.FormatInt(v.Int(), 10)
-			case pcommon.ValueTypeStr:
-				return v.Str()
-			default:
-				return v.AsString()
-			}
-		}
-	}
-	return ""
+// stepAttrs are the attributes gather reads from a rank's step span, each
+// from the span or, where the span has none of the right type, from its
+// resource; the phases and the time in collectives from the span only. One
+// pass over each map: a lookup per attribute walked a rank span's twenty-odd
+// attributes a dozen times.
+type stepAttrs struct {
+	job, host, gpu, group          string
+	step, rank, attempt, worldSize int64
+	phases, collTotal              int64
+	set                            fieldSet
+	// verdictOrScore: the span carries straggler.score or straggler.verdict,
+	// which only this processor's decision may set.
+	verdictOrScore bool
 }
 
-// intAttr reads an int attribute from the span, then the resource; a
-// double with an integral value counts.
-func intAttr(span, res pcommon.Map, key string) (int64, bool) {
-	for _, m := range []pcommon.Map{span, res} {
-		if v, ok := m.Get(key); ok {
-			switch v.Type() {
-			case pcommon.ValueTypeInt:
-				return v.Int(), true
-			case pcommon.ValueTypeDouble:
-				if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<62 {
-					return int64(f), true
-				}
+// fieldSet says which fields of a stepAttrs were found.
+type fieldSet uint16
+
+const (
+	hasJob fieldSet = 1 << iota
+	hasHost
+	hasGPU
+	hasGroup
+	hasStep
+	hasRank
+	hasAttempt
+	hasWorldSize
+	hasCollTotal
+	hasForward
+	hasBackward
+	hasOptimizer
+
+	anyPhase = hasForward | hasBackward | hasOptimizer
+)
+
+// read takes from m the fields not found yet: first the span's attributes
+// (fromSpan), then the resource's.
+func (a *stepAttrs) read(m pcommon.Map, fromSpan bool) {
+	for k, v := range m.All() {
+		switch k {
+		case semconv.AttrTrainingJobID:
+			a.str(v, hasJob, &a.job)
+		case semconv.AttrHostName:
+			a.str(v, hasHost, &a.host)
+		case semconv.AttrGPUUUID:
+			a.str(v, hasGPU, &a.gpu)
+		case attrPPStage:
+			if a.set&hasGroup == 0 {
+				a.group, a.set = groupString(v), a.set|hasGroup
 			}
+		case semconv.AttrIterationStep:
+			a.int(v, hasStep, &a.step)
+		case semconv.AttrTrainingRank:
+			a.int(v, hasRank, &a.rank)
+		case attrAttempt:
+			a.int(v, hasAttempt, &a.attempt)
+		case semconv.AttrTrainingWorldSize:
+			a.int(v, hasWorldSize, &a.worldSize)
+		}
+		if !fromSpan {
+			continue
+		}
+		switch k {
+		case attrPhaseForward:
+			a.phase(v, hasForward)
+		case attrPhaseBackward:
+			a.phase(v, hasBackward)
+		case attrPhaseOptimizer:
+			a.phase(v, hasOptimizer)
+		case attrCollTotalNs:
+			a.int(v, hasCollTotal, &a.collTotal)
+		case attrScore, attrVerdict:
+			a.verdictOrScore = true
+		}
+	}
+}
+
+// inherit takes from res, its resource's, the fields a's span lacked.
+func (a *stepAttrs) inherit(res *stepAttrs) {
+	missing := res.set &^ a.set
+	if missing == 0 {
+		return
+	}
+	pick := func(f fieldSet) bool { return missing&f != 0 }
+	if pick(hasJob) {
+		a.job = res.job
+	}
+	if pick(hasHost) {
+		a.host = res.host
+	}
+	if pick(hasGPU) {
+		a.gpu = res.gpu
+	}
+	if pick(hasGroup) {
+		a.group = res.group
+	}
+	if pick(hasStep) {
+		a.step = res.step
+	}
+	if pick(hasRank) {
+		a.rank = res.rank
+	}
+	if pick(hasAttempt) {
+		a.attempt = res.attempt
+	}
+	if pick(hasWorldSize) {
+		a.worldSize = res.worldSize
+	}
+	a.set |= missing
+}
+
+// removeVerdict drops the straggler score and verdict a span arrived with:
+// only this processor's decision may say who straggles, and downstream
+// reads a verdict from any span naming a rank.
+func removeVerdict(attrs pcommon.Map) {
+	attrs.Remove(attrScore)
+	attrs.Remove(attrVerdict)
+}
+
+// str sets *dst to a string v unless f was found.
+func (a *stepAttrs) str(v pcommon.Value, f fieldSet, dst *string) {
+	if a.set&f == 0 && v.Type() == pcommon.ValueTypeStr {
+		*dst, a.set = v.Str(), a.set|f
+	}
+}
+
+// int sets *dst to an integer v (intValue) unless f was found.
+func (a *stepAttrs) int(v pcommon.Value, f fieldSet, dst *int64) {
+	if a.set&f != 0 {
+		return
+	}
+	if n, ok := intValue(v); ok {
+		*dst, a.set = n, a.set|f
+	}
+}
+
+// phase adds a phase's duration (a negative one counts zero) unless found.
+func (a *stepAttrs) phase(v pcommon.Value, f fieldSet) {
+	if a.set&f != 0 {
+		return
+	}
+	if n, ok := intValue(v); ok {
+		a.phases, a.set = saturatingAdd(a.phases, max(n, 0)), a.set|f
+	}
+}
+
+// groupString is a pipeline stage as a group name.
+func groupString(v pcommon.Value) string {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return strconv.FormatInt(v.Int(), 10)
+	case pcommon.ValueTypeStr:
+		return v.Str()
+	}
+	return v.AsString()
+}
+
+// intValue reads an int; a double with an integral value counts.
+func intValue(v pcommon.Value) (int64, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), true
+	case pcommon.ValueTypeDouble:
+		if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+			return int64(f), true
 		}
 	}
 	return 0, false
-}
-
-func strAttr(span, res pcommon.Map, key string) string {
-	for _, m := range []pcommon.Map{span, res} {
-		if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr {
-			return v.Str()
-		}
-	}
-	return ""
 }

@@ -44,7 +44,10 @@ func TestSignal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, w := signal(stepSpan(tt.dur, tt.attrs))
+			span := stepSpan(tt.dur, tt.attrs)
+			var a stepAttrs
+			a.read(span.Attributes(), true)
+			c, w := a.signal(span)
 			assert.Equal(t, tt.compute, c)
 			assert.Equal(t, tt.wait, w)
 		})
@@ -79,26 +82,54 @@ func TestDecidedRing(t *testing.T) {
 	assert.False(t, js.isDecided(14))
 }
 
+// readAttrs is what gather reads of a span with attributes span under a
+// resource with attributes res.
+func readAttrs(span, res pcommon.Map) stepAttrs {
+	var a, r stepAttrs
+	a.read(span, true)
+	r.read(res, false)
+	a.inherit(&r)
+	return a
+}
+
 func TestGroupAndAttributes(t *testing.T) {
 	span, res := pcommon.NewMap(), pcommon.NewMap()
-	assert.Empty(t, groupOf(span, res))
+	a := readAttrs(span, res)
+	assert.Empty(t, a.group)
+	assert.Zero(t, a.set)
 	res.PutInt("training.pp_stage", 3)
-	assert.Equal(t, "3", groupOf(span, res))
+	assert.Equal(t, "3", readAttrs(span, res).group)
 	span.PutStr("training.pp_stage", "first")
-	assert.Equal(t, "first", groupOf(span, res), "the span wins")
+	assert.Equal(t, "first", readAttrs(span, res).group, "the span wins")
 
 	span.PutDouble("iteration.step", 42)
-	v, ok := intAttr(span, res, "iteration.step")
-	assert.True(t, ok)
-	assert.Equal(t, int64(42), v)
+	a = readAttrs(span, res)
+	assert.NotZero(t, a.set&hasStep)
+	assert.Equal(t, int64(42), a.step)
 	span.PutDouble("iteration.step", 4.5)
-	_, ok = intAttr(span, res, "iteration.step")
-	assert.False(t, ok)
+	assert.Zero(t, readAttrs(span, res).set&hasStep)
 	span.PutDouble("iteration.step", math.Inf(1))
-	_, ok = intAttr(span, res, "iteration.step")
-	assert.False(t, ok)
+	assert.Zero(t, readAttrs(span, res).set&hasStep)
+	res.PutInt("iteration.step", 7)
+	assert.Equal(t, int64(7), readAttrs(span, res).step, "a span value of the wrong type leaves the resource's")
+
 	res.PutStr("training.job.id", "j")
-	assert.Equal(t, "j", strAttr(span, res, "training.job.id"))
+	assert.Equal(t, "j", readAttrs(span, res).job)
+	span.PutInt("training.job.id", 5)
+	assert.Equal(t, "j", readAttrs(span, res).job, "a job id must be a string")
+	span.PutStr("training.job.id", "")
+	a = readAttrs(span, res)
+	assert.Empty(t, a.job, "an empty id on the span is the span's")
+	assert.NotZero(t, a.set&hasJob)
+
+	// The phases and the time in collectives come from the span only.
+	res.PutInt("training.phase.forward_ns", 100)
+	res.PutInt("nccl.collectives.total_ns", 100)
+	a = readAttrs(span, res)
+	assert.Zero(t, a.set&(anyPhase|hasCollTotal))
+	assert.False(t, a.verdictOrScore)
+	span.PutStr("straggler.verdict", "straggler.compute")
+	assert.True(t, readAttrs(span, res).verdictOrScore)
 }
 
 func TestVerdictSpanID(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
 )
@@ -64,17 +63,17 @@ const (
 	internedPerHeldRank = 2
 )
 
-// phaseAttrs are the phase durations whose sum is a rank's compute time:
+// The phase durations whose sum is a rank's compute time:
 // the model's own work. Data loading is left out: an input stall is a
 // storage or loader problem, not a slow GPU or host to cordon, and single
 // data-loader hiccups on random ranks (common in healthy jobs) would
 // otherwise add up to false compute verdicts. The data-load share is
 // reported per job by the stepmetrics connector.
-var phaseAttrs = [...]string{
-	"training.phase.forward_ns",
-	"training.phase.backward_ns",
-	"training.phase.optimizer_ns",
-}
+const (
+	attrPhaseForward   = "training.phase.forward_ns"
+	attrPhaseBackward  = "training.phase.backward_ns"
+	attrPhaseOptimizer = "training.phase.optimizer_ns"
+)
 
 // nameKind says which string of a rank record is interned.
 type nameKind int
@@ -300,19 +299,29 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
+		var res stepAttrs // the resource's, read at its first step span
+		resRead := false
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
-				// Only this processor's decision may say who straggles, and
-				// downstream reads a verdict from any span naming a rank.
 				attrs := span.Attributes()
-				attrs.Remove(attrScore)
-				attrs.Remove(attrVerdict)
-				if span.Name() == stepSpanName {
-					p.gather(rs.Resource(), span, now, &eff)
+				if span.Name() != stepSpanName {
+					removeVerdict(attrs)
+					continue
 				}
+				var a stepAttrs
+				a.read(attrs, true)
+				if a.verdictOrScore {
+					removeVerdict(attrs)
+				}
+				if !resRead {
+					res.read(rs.Resource().Attributes(), false)
+					resRead = true
+				}
+				a.inherit(&res)
+				p.gather(&a, span, now, &eff)
 			}
 		}
 	}
@@ -329,16 +338,12 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 // leaves out (no job, step or rank; its step decided; its rank already
 // reported; beyond max_ranks_per_step) has passed on all the same; the last
 // three are counted.
-func (p *stragglerProcessor) gather(res pcommon.Resource, span ptrace.Span, now time.Time, eff *effects) {
-	attrs, resAttrs := span.Attributes(), res.Attributes()
-	job := strAttr(attrs, resAttrs, semconv.AttrTrainingJobID)
-	step, hasStep := intAttr(attrs, resAttrs, semconv.AttrIterationStep)
-	rank, hasRank := intAttr(attrs, resAttrs, semconv.AttrTrainingRank)
-	if job == "" || !hasStep || !hasRank {
+func (p *stragglerProcessor) gather(a *stepAttrs, span ptrace.Span, now time.Time, eff *effects) {
+	step, rank := a.step, a.rank
+	if a.job == "" || a.set&hasStep == 0 || a.set&hasRank == 0 {
 		return
 	}
-	attempt, _ := intAttr(attrs, resAttrs, attrAttempt)
-	js := p.jobFor(jobKey{job: job, attempt: attempt}, eff)
+	js := p.jobFor(jobKey{job: a.job, attempt: a.attempt}, eff)
 	if js.isDecided(step) {
 		eff.late++
 		return
@@ -357,10 +362,10 @@ func (p *stragglerProcessor) gather(res pcommon.Resource, span ptrace.Span, now 
 		return
 	}
 	st.seen.add(rank, ranksLimit)
-	if ws, ok := intAttr(attrs, resAttrs, semconv.AttrTrainingWorldSize); ok {
-		st.worldSize = max(st.worldSize, ws)
+	if a.set&hasWorldSize != 0 {
+		st.worldSize = max(st.worldSize, a.worldSize)
 	}
-	compute, wait := signal(span)
+	compute, wait := a.signal(span)
 	reserved := cap(st.records)
 	st.records = append(st.records, rankRecord{
 		rank:    rank,
@@ -369,9 +374,9 @@ func (p *stragglerProcessor) gather(res pcommon.Resource, span ptrace.Span, now 
 		start:   span.StartTimestamp(),
 		end:     span.EndTimestamp(),
 		spanID:  span.SpanID(),
-		group:   p.intern(js, nameGroup, groupOf(attrs, resAttrs)),
-		host:    p.intern(js, nameHost, strAttr(attrs, resAttrs, semconv.AttrHostName)),
-		gpu:     p.intern(js, nameGPU, strAttr(attrs, resAttrs, semconv.AttrGPUUUID)),
+		group:   p.intern(js, nameGroup, a.group),
+		host:    p.intern(js, nameHost, a.host),
+		gpu:     p.intern(js, nameGPU, a.gpu),
 	})
 	p.held += cap(st.records) - reserved
 	if len(st.records) == 1 || span.StartTimestamp() < st.start {
