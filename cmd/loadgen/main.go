@@ -12,6 +12,10 @@
 //
 //	go run ./cmd/loadgen -spans 2000000 -points 5000000
 //
+// Runs a minute apart vary by several percent on a shared machine; -rounds
+// N repeats the comparison, alternating which configuration goes first, and
+// prints the median ratio.
+//
 // -mode agent: one bin/otelcol-gpu-agent on one simulated 8-GPU node
 // (internal/testbed) with the agent configuration's default intervals;
 // prints its CPU share of one core and its resident memory.
@@ -44,6 +48,7 @@ func main() {
 	nodes := flag.Int("nodes-per-job", 8, "gateway: 8-GPU nodes per job")
 	partitions := flag.Int("partitions", 3, "gateway: partitions per topic")
 	breakdown := flag.Bool("breakdown", false, "gateway: also run the configuration without its detection pipelines")
+	rounds := flag.Int("rounds", 1, "gateway: compare this many times, alternating which configuration runs first, and report the median ratio")
 	gatewayConfig := flag.String("gateway-config", "distributions/gateway/config.yaml", "gateway: configuration, read at run time")
 	contribOut := flag.String("write-contrib-config", "", "gateway: also write the derived contrib-only configuration here (e.g. test/load/gateway-contrib-only.yaml)")
 	duration := flag.Duration("duration", 3*time.Minute, "agent: measured time")
@@ -77,7 +82,7 @@ func main() {
 		var c *loadtest.Comparison
 		c, err = loadtest.CompareGateway(ctx, loadtest.GatewayOptions{
 			Binary: filepath.Join(*binDir, "otelcol-gpu-gateway"), ConfigPath: *gatewayConfig,
-			Spans: *spans, Points: *points, Logs: *logs, Shape: shape, Partitions: *partitions, Breakdown: *breakdown,
+			Spans: *spans, Points: *points, Logs: *logs, Shape: shape, Partitions: *partitions, Breakdown: *breakdown, Rounds: *rounds,
 			Dir: dir, Progress: os.Stderr,
 		}, *contribOut)
 		if err == nil {

@@ -23,6 +23,11 @@ type GatewayOptions struct {
 	// Breakdown also runs the full configuration without its detection
 	// pipelines.
 	Breakdown bool
+	// Rounds runs the comparison this many times (at least once), the two
+	// configurations alternating which goes first: runs a minute apart
+	// differ by several percent on a shared machine, so a ratio is only
+	// worth its median over rounds.
+	Rounds int
 	// RepoDir is the repository (its components' metadata.yaml name the
 	// types the contrib-only baseline leaves out); empty: found from the
 	// working directory.

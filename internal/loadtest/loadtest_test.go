@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,4 +203,40 @@ func TestWithoutDetection(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(out), "faultcorrelator")
 	assert.NotContains(t, string(out), "remediation")
+}
+
+// runWith is a run whose spans phase took cpuPerMillion CPU-s per million.
+func runWith(config string, cpuPerMillion float64) GatewayRun {
+	return GatewayRun{Config: config, Phases: []Phase{{
+		Signal: "spans", Produced: 1_000_000, NetCPU: time.Duration(cpuPerMillion * float64(time.Second)),
+	}}}
+}
+
+func TestRoundsReportTheMedianRatio(t *testing.T) {
+	c := &Comparison{Rounds: []Round{
+		{Full: runWith("full", 26), ContribOnly: runWith("contrib-only", 20)},                     // 1.30
+		{Full: runWith("full", 22), ContribOnly: runWith("contrib-only", 20), ContribFirst: true}, // 1.10
+		{Full: runWith("full", 24), ContribOnly: runWith("contrib-only", 20)},                     // 1.20
+	}}
+	c.Full, c.ContribOnly = c.Rounds[0].Full, c.Rounds[0].ContribOnly
+	m, lo, hi := c.MedianRatio("spans")
+	assert.InDelta(t, 1.20, m, 1e-9)
+	assert.InDelta(t, 1.10, lo, 1e-9)
+	assert.InDelta(t, 1.30, hi, 1e-9)
+
+	var out strings.Builder
+	c.WriteMarkdown(&out)
+	assert.Contains(t, out.String(), "3 rounds")
+	assert.Contains(t, out.String(), "| 2 | contrib-only | 22.00 / 20.00 = 1.10 |")
+	assert.Contains(t, out.String(), "| **median ratio** (lowest-highest) | | **1.20** (1.10-1.30) |")
+	assert.Contains(t, out.String(), "| round | first | spans |\n", "a signal not produced has no column")
+
+	c.Rounds = c.Rounds[:2] // an even count: the mean of the middle two
+	m, _, _ = c.MedianRatio("spans")
+	assert.InDelta(t, 1.20, m, 1e-9)
+
+	c.Rounds = c.Rounds[:1]
+	out.Reset()
+	c.WriteMarkdown(&out)
+	assert.NotContains(t, out.String(), "rounds", "one round: no table of rounds")
 }

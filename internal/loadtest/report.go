@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -18,9 +19,12 @@ const (
 // Comparison is the full gateway against its contrib-only baseline on the
 // same data.
 type Comparison struct {
-	Options     GatewayOptions
+	Options GatewayOptions
+	// Full and ContribOnly are the first round's runs (Rounds[0]).
 	Full        GatewayRun
 	ContribOnly GatewayRun
+	// Rounds holds every round (GatewayOptions.Rounds), in order.
+	Rounds []Round
 	// NoDetection is the full configuration without its detection
 	// pipelines (GatewayOptions.Breakdown): the backends' path alone.
 	NoDetection *GatewayRun
@@ -58,12 +62,23 @@ func CompareGateway(ctx context.Context, opts GatewayOptions, contribPath string
 		}
 	}
 	c := &Comparison{Options: opts}
-	if c.Full, err = RunGateway(ctx, opts, "full", full); err != nil {
-		return c, err
+	for i := range max(opts.Rounds, 1) {
+		r := Round{ContribFirst: i%2 == 1}
+		runFull := func() (err error) { r.Full, err = RunGateway(ctx, opts, "full", full); return err }
+		runContrib := func() (err error) { r.ContribOnly, err = RunGateway(ctx, opts, "contrib-only", contrib); return err }
+		first, second := runFull, runContrib
+		if r.ContribFirst {
+			first, second = runContrib, runFull
+		}
+		if err := first(); err != nil {
+			return c, err
+		}
+		if err := second(); err != nil {
+			return c, err
+		}
+		c.Rounds = append(c.Rounds, r)
 	}
-	if c.ContribOnly, err = RunGateway(ctx, opts, "contrib-only", contrib); err != nil {
-		return c, err
-	}
+	c.Full, c.ContribOnly = c.Rounds[0].Full, c.Rounds[0].ContribOnly
 	if opts.Breakdown {
 		noDetect, err := full.WithoutDetection()
 		if err != nil {
@@ -76,6 +91,36 @@ func CompareGateway(ctx context.Context, opts GatewayOptions, contribPath string
 		c.NoDetection = &run
 	}
 	return c, nil
+}
+
+// Round is one run of each configuration on the same data.
+type Round struct {
+	Full, ContribOnly GatewayRun
+	ContribFirst      bool // the contrib-only gateway ran first
+}
+
+// Ratio is the round's full-to-contrib-only CPU per item of signal.
+func (r Round) Ratio(signal string) float64 {
+	return ratio(r.Full.Phase(signal).CPUPerMillion(), r.ContribOnly.Phase(signal).CPUPerMillion())
+}
+
+// MedianRatio is the median over the rounds of signal's ratio, with the
+// lowest and highest.
+func (c *Comparison) MedianRatio(signal string) (median, lowest, highest float64) {
+	rs := make([]float64, 0, len(c.Rounds))
+	for _, r := range c.Rounds {
+		rs = append(rs, r.Ratio(signal))
+	}
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(rs)
+	n := len(rs)
+	median = rs[n/2]
+	if n%2 == 0 {
+		median = (rs[n/2-1] + rs[n/2]) / 2
+	}
+	return median, rs[0], rs[n-1]
 }
 
 // WriteContribOnly writes the baseline with a header naming its source.
@@ -141,10 +186,51 @@ func (c *Comparison) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "| idle CPU (cores) | %.3f | %.3f | | |\n", c.Full.IdleCPU, c.ContribOnly.IdleCPU)
 	fmt.Fprintf(w, "| startup CPU s | %.2f | %.2f | | |\n", c.Full.StartupCPU.Seconds(), c.ContribOnly.StartupCPU.Seconds())
+	if len(c.Rounds) > 1 {
+		c.writeRounds(w)
+	}
 	s := c.Full.Phase("spans")
-	fmt.Fprintf(w, "\nTempo (full): %d spans, %d of %d produced rank spans (%.1f%%) in %d step traces, %d/%d error spans, %d slow roots, %d verdict spans.\n",
+	fmt.Fprintf(w, "\nTempo (full, first round): %d spans, %d of %d produced rank spans (%.1f%%) in %d step traces, %d/%d error spans, %d slow roots, %d verdict spans.\n",
 		s.Spans.Total, s.Spans.RankSpans, s.Produced, 100*float64(s.Spans.RankSpans)/float64(max(s.Produced, 1)),
 		s.Spans.StepTraces, s.Spans.Errors, s.Errors, s.Spans.SlowRoots, s.Spans.Verdicts)
+}
+
+// writeRounds prints every round's CPU-s per million and ratio, and the
+// median ratio, of each signal that was produced.
+func (c *Comparison) writeRounds(w io.Writer) {
+	var signals []string
+	for _, sig := range []string{"spans", "points", "logs"} {
+		if c.Full.Phase(sig).Produced > 0 {
+			signals = append(signals, sig)
+		}
+	}
+	fmt.Fprintf(w, "\n%d rounds, the configurations alternating which runs first (CPU-s per million: full / contrib-only = ratio):\n\n", len(c.Rounds))
+	fmt.Fprint(w, "| round | first |")
+	for _, sig := range signals {
+		fmt.Fprintf(w, " %s |", sig)
+	}
+	fmt.Fprint(w, "\n|---|---|")
+	for range signals {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for i, r := range c.Rounds {
+		first := "full"
+		if r.ContribFirst {
+			first = "contrib-only"
+		}
+		fmt.Fprintf(w, "| %d | %s |", i+1, first)
+		for _, sig := range signals {
+			fmt.Fprintf(w, " %.2f / %.2f = %.2f |", r.Full.Phase(sig).CPUPerMillion(), r.ContribOnly.Phase(sig).CPUPerMillion(), r.Ratio(sig))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "| **median ratio** (lowest-highest) | |")
+	for _, sig := range signals {
+		m, lo, hi := c.MedianRatio(sig)
+		fmt.Fprintf(w, " **%.2f** (%.2f-%.2f) |", m, lo, hi)
+	}
+	fmt.Fprintln(w)
 }
 
 func ratio(a, b float64) float64 {
