@@ -348,30 +348,21 @@ func (a *stepAttrs) inherit(res *stepAttrs) {
 	if missing == 0 {
 		return
 	}
-	pick := func(f fieldSet) bool { return missing&f != 0 }
-	if pick(hasJob) {
-		a.job = res.job
+	for _, f := range [...]struct {
+		bit      fieldSet
+		dst, src *string
+	}{{hasJob, &a.job, &res.job}, {hasHost, &a.host, &res.host}, {hasGPU, &a.gpu, &res.gpu}, {hasGroup, &a.group, &res.group}} {
+		if missing&f.bit != 0 {
+			*f.dst = *f.src
+		}
 	}
-	if pick(hasHost) {
-		a.host = res.host
-	}
-	if pick(hasGPU) {
-		a.gpu = res.gpu
-	}
-	if pick(hasGroup) {
-		a.group = res.group
-	}
-	if pick(hasStep) {
-		a.step = res.step
-	}
-	if pick(hasRank) {
-		a.rank = res.rank
-	}
-	if pick(hasAttempt) {
-		a.attempt = res.attempt
-	}
-	if pick(hasWorldSize) {
-		a.worldSize = res.worldSize
+	for _, f := range [...]struct {
+		bit      fieldSet
+		dst, src *int64
+	}{{hasStep, &a.step, &res.step}, {hasRank, &a.rank, &res.rank}, {hasAttempt, &a.attempt, &res.attempt}, {hasWorldSize, &a.worldSize, &res.worldSize}} {
+		if missing&f.bit != 0 {
+			*f.dst = *f.src
+		}
 	}
 	a.set |= missing
 }
