@@ -258,10 +258,10 @@ func (e *Evaluator) Signal(name string) Signal {
 // aside).
 func (s Signal) ReadBy(k fault.EntityKind) bool { return s.kinds.has(k) }
 
-// keeps reports whether an entity of kind k keeps sample v of s: a rule
-// on the kind reads s, and v can change one of its conditions.
-func (s Signal) keeps(k fault.EntityKind, v *Sample) bool {
-	return s.ReadBy(k) && s.rel.keeps(v)
+// keepsFor reports whether ref's entity keeps sample v of s: a rule on the
+// entity's kind reads s, and v can change one of its conditions.
+func (s *Signal) keepsFor(ref *EntityRef, v *Sample) bool {
+	return s.kinds&ref.kindBit() != 0 && s.rel.keeps(v)
 }
 
 // Keeps reports whether an entity of some kind keeps v: a rule reads s,
@@ -312,7 +312,7 @@ func (ref *EntityRef) kindBit() kindSet {
 
 // ObserveRef is ObserveSignal through ref, which it resolves on first use.
 func (e *Evaluator) ObserveRef(ref *EntityRef, sig Signal, s Sample) bool {
-	if !sig.keeps(ref.Entity.Kind, &s) {
+	if !sig.keepsFor(ref, &s) {
 		return false
 	}
 	e.mu.Lock()
@@ -336,7 +336,7 @@ func (e *Evaluator) Batch() Batch {
 // ObserveRef is Evaluator.ObserveRef under the batch's hold. sig and s are
 // only read: pointers, because this is the span path's innermost call.
 func (b Batch) ObserveRef(ref *EntityRef, sig *Signal, s *Sample) bool {
-	if sig.kinds&ref.kindBit() == 0 || !sig.rel.keeps(s) {
+	if !sig.keepsFor(ref, s) {
 		return false
 	}
 	return b.e.observeRefLocked(ref, sig.id, s)
