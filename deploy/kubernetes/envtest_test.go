@@ -42,6 +42,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gomemlimit"
 )
 
 // strimziGroup: Strimzi's CRDs are not installed in the test API server;
@@ -294,6 +296,7 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 	}
 	checkConfigVolume(t, objs, pod, "agent")
 	checkKafkaSecurity(t, objs, pod, agent, "agent", overlay)
+	checkGoRuntime(t, objs, pod, agent)
 
 	svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-agent-metrics")
 	assert.Equal(t, "true", svc.Annotations["prometheus.io/scrape"])
@@ -370,6 +373,7 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	checkProbes(t, gw, "OTELCOL_GPU_HEALTH_ENDPOINT")
 	checkConfigVolume(t, objs, pod, "gateway")
 	checkKafkaSecurity(t, objs, pod, gw, "gateway", overlay)
+	checkGoRuntime(t, objs, pod, gw)
 
 	pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "otelcol-gpu-gateway")
 	assert.Equal(t, "1", pdb.Spec.MaxUnavailable.String())
@@ -406,6 +410,40 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 		assert.True(t, slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(c corev1.PersistentVolumeClaim) bool { return c.Name == name }),
 			"volume %s of %s is a volumeClaimTemplate", name, audit.Value)
 	}
+}
+
+// checkGoRuntime: GOMAXPROCS follows the CPU request, and GOMEMLIMIT lets
+// the garbage collector run before the memory_limiter of c's config
+// (--config, the first) counts garbage as load, without making it collect
+// far more often than it must.
+func checkGoRuntime(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	procs := envVar(c, "GOMAXPROCS")
+	if assert.NotNil(t, procs, "%s: GOMAXPROCS", c.Name) && assert.NotNil(t, procs.ValueFrom, "%s: GOMAXPROCS", c.Name) &&
+		assert.NotNil(t, procs.ValueFrom.ResourceFieldRef, "%s: GOMAXPROCS", c.Name) {
+		ref := procs.ValueFrom.ResourceFieldRef
+		assert.Equal(t, "requests.cpu", ref.Resource, "%s: GOMAXPROCS", c.Name)
+		assert.Equal(t, "1", ref.Divisor.String(), "%s: GOMAXPROCS in whole cores", c.Name)
+		assert.False(t, c.Resources.Requests.Cpu().IsZero(), "%s: no CPU request", c.Name)
+	}
+
+	memLimit := envVar(c, "GOMEMLIMIT")
+	require.NotNil(t, memLimit, "%s: GOMEMLIMIT", c.Name)
+	goMemLimit, err := gomemlimit.Parse(memLimit.Value)
+	require.NoError(t, err, c.Name)
+	require.True(t, strings.HasPrefix(c.Args[0], "--config="), c.Args[0])
+	var cfg struct {
+		Processors struct {
+			MemoryLimiter struct {
+				LimitPercentage      int64 `json:"limit_percentage"`
+				SpikeLimitPercentage int64 `json:"spike_limit_percentage"`
+			} `json:"memory_limiter"`
+		} `json:"processors"`
+	}
+	require.NoError(t, utilyaml.Unmarshal([]byte(mountedConfigMapFile(t, objs, pod, c, strings.TrimPrefix(c.Args[0], "--config="))), &cfg))
+	ml := cfg.Processors.MemoryLimiter
+	assert.NoError(t, gomemlimit.Check(goMemLimit, c.Resources.Limits.Memory().Value(), ml.LimitPercentage, ml.SpikeLimitPercentage),
+		"%s: limit %s", c.Name, c.Resources.Limits.Memory())
 }
 
 // mountedVolume is the volume mounted in c at the directory of path, and

@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gomemlimit"
 )
 
 var units = []string{"otelcol-gpu-agent.service", "otelcol-gpu-gateway.service"}
@@ -86,6 +89,55 @@ func TestUnitsHardened(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGoRuntimeFitsMemoryMax: each unit's MemoryMax is the cgroup limit the
+// memory_limiter of its shipped config reads, and the GOMEMLIMIT of its
+// environment file sits below the limiter's soft limit.
+func TestGoRuntimeFitsMemoryMax(t *testing.T) {
+	for _, component := range []string{"agent", "gateway"} {
+		t.Run(component, func(t *testing.T) {
+			u := parseUnit(t, "otelcol-gpu-"+component+".service")
+			memoryMax, err := gomemlimit.ParseSystemd(u.get("Service", "MemoryMax"))
+			require.NoError(t, err)
+
+			env := readEnvFile(t, component+".env")
+			goMemLimit, err := gomemlimit.Parse(env["GOMEMLIMIT"])
+			require.NoError(t, err)
+
+			doc, err := os.ReadFile(filepath.Join("..", "..", "distributions", component, "config.yaml"))
+			require.NoError(t, err)
+			var cfg struct {
+				Processors struct {
+					MemoryLimiter struct {
+						LimitPercentage      int64 `yaml:"limit_percentage"`
+						SpikeLimitPercentage int64 `yaml:"spike_limit_percentage"`
+					} `yaml:"memory_limiter"`
+				} `yaml:"processors"`
+			}
+			require.NoError(t, yaml.Unmarshal(doc, &cfg))
+			ml := cfg.Processors.MemoryLimiter
+			assert.NoError(t, gomemlimit.Check(goMemLimit, memoryMax, ml.LimitPercentage, ml.SpikeLimitPercentage))
+		})
+	}
+}
+
+// readEnvFile reads an EnvironmentFile's KEY=value lines.
+func readEnvFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	require.NoError(t, err)
+	env := map[string]string{}
+	for n, line := range strings.Split(string(doc), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		require.True(t, ok, "%s:%d: not KEY=value: %q", path, n+1, line)
+		env[key] = value
+	}
+	return env
 }
 
 // TestSystemdAnalyzeVerify runs systemd-analyze verify where it exists
