@@ -16,6 +16,10 @@
 // N repeats the comparison, alternating which configuration goes first, and
 // prints the median ratio.
 //
+// Both modes run the collector with the Go runtime settings that the base
+// deployment gives it (-runtime-from): GOMAXPROCS from its CPU request (one
+// core) and its GOMEMLIMIT.
+//
 // -mode agent: one bin/otelcol-gpu-agent on one simulated 8-GPU node
 // (internal/testbed) with the agent configuration's default intervals;
 // prints its CPU share of one core and its resident memory.
@@ -55,6 +59,8 @@ func main() {
 	warmup := flag.Duration("warmup", 20*time.Second, "agent: time before the measurement starts")
 	step := flag.Duration("step", 1500*time.Millisecond, "agent: training step period of the simulated job")
 	agentConfig := flag.String("agent-config", "distributions/agent/config.yaml", "agent: configuration")
+	runtimeFrom := flag.String("runtime-from", "",
+		"workload manifest whose Go runtime settings (GOMAXPROCS from the CPU request, GOMEMLIMIT) the collector runs with; empty: the base deployment's ("+baseManifests["gateway"]+", "+baseManifests["agent"]+"); none: the runtime's defaults. The environment's own GOGC, GOMAXPROCS and GOMEMLIMIT win")
 	binDir := flag.String("bin", "bin", "directory of the collector binaries (make build)")
 	keep := flag.Bool("keep", false, "keep the work directory (logs, derived configuration)")
 	flag.Parse()
@@ -77,22 +83,30 @@ func main() {
 			err = writeContribOnly(*gatewayConfig, *contribOut)
 			break
 		}
+		var runtime loadtest.GoRuntime
+		if runtime, err = deployedRuntime(*runtimeFrom, "gateway"); err != nil {
+			break
+		}
 		shape := loadtest.DefaultShape()
 		shape.Jobs, shape.NodesPerJob = *jobs, *nodes
 		var c *loadtest.Comparison
 		c, err = loadtest.CompareGateway(ctx, loadtest.GatewayOptions{
 			Binary: filepath.Join(*binDir, "otelcol-gpu-gateway"), ConfigPath: *gatewayConfig,
 			Spans: *spans, Points: *points, Logs: *logs, Shape: shape, Partitions: *partitions, Breakdown: *breakdown, Rounds: *rounds,
-			Dir: dir, Progress: os.Stderr,
+			Runtime: runtime, Dir: dir, Progress: os.Stderr,
 		}, *contribOut)
 		if err == nil {
 			c.WriteMarkdown(os.Stdout)
 		}
 	case "agent":
+		var runtime loadtest.GoRuntime
+		if runtime, err = deployedRuntime(*runtimeFrom, "agent"); err != nil {
+			break
+		}
 		var r loadtest.AgentRun
 		r, err = loadtest.RunAgent(ctx, loadtest.AgentOptions{
 			Binary: filepath.Join(*binDir, "otelcol-gpu-agent"), ConfigPath: *agentConfig,
-			Duration: *duration, Warmup: *warmup, StepPeriod: *step, Dir: dir, Progress: os.Stderr,
+			Duration: *duration, Warmup: *warmup, StepPeriod: *step, Runtime: runtime, Dir: dir, Progress: os.Stderr,
 		})
 		if err == nil {
 			r.WriteMarkdown(os.Stdout)
@@ -104,6 +118,25 @@ func main() {
 		stop()
 		log.Fatalf("loadgen: %v (logs in %s)", err, dir)
 	}
+}
+
+// baseManifests are the base deployment's workloads, by the container
+// (gateway, agent) that -mode measures.
+var baseManifests = map[string]string{
+	"gateway": "deploy/kubernetes/base/gateway-statefulset.yaml",
+	"agent":   "deploy/kubernetes/base/agent-daemonset.yaml",
+}
+
+// deployedRuntime is the Go runtime settings of container in the manifest
+// from (-runtime-from): empty is the base deployment, none is none.
+func deployedRuntime(from, container string) (loadtest.GoRuntime, error) {
+	switch from {
+	case "none":
+		return nil, nil
+	case "":
+		from = baseManifests[container]
+	}
+	return loadtest.DeployedRuntime(from, container)
 }
 
 // writeContribOnly only derives and writes the baseline (-spans 0).

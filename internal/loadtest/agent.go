@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
@@ -21,8 +22,11 @@ type AgentOptions struct {
 	// Warmup is excluded from the CPU figure: start-up, the first scrapes.
 	Warmup     time.Duration
 	StepPeriod time.Duration
-	Dir        string
-	Progress   io.Writer
+	// Runtime is the Go runtime settings the agent runs with; none: the
+	// runtime's defaults on every core.
+	Runtime  GoRuntime
+	Dir      string
+	Progress io.Writer
 }
 
 // AgentRun is the agent's measured overhead.
@@ -81,7 +85,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (AgentRun, error) {
 	if err != nil {
 		return run, err
 	}
-	agent, err := StartProcess(opts.Dir, "agent", env, opts.Binary, "--config", opts.ConfigPath)
+	agent, err := StartProcess(opts.Dir, "agent", append(opts.Runtime.added(), env...), opts.Binary, "--config", opts.ConfigPath)
 	if err != nil {
 		return run, err
 	}
@@ -168,6 +172,9 @@ func (r AgentRun) WriteMarkdown(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "Agent overhead: one agent, one simulated 8-GPU node (testbed %q: dcgm-exporter page, sysfs, flight-recorder dumps, 8 ranks' step spans every %s), agent config defaults (GPU 10 s, profiling 30 s, IB 10 s), %s after a %s warm-up\n\n",
 		r.Scenario, o.StepPeriod, o.Duration, o.Warmup)
+	if runtime := o.Runtime.Env(); len(runtime) > 0 {
+		fmt.Fprintf(w, "Agent Go runtime: %s\n\n", strings.Join(runtime, " "))
+	}
 	fmt.Fprintln(w, "| measure | value | aim |")
 	fmt.Fprintln(w, "|---|---:|---|")
 	fmt.Fprintf(w, "| CPU, %% of one core | %.2f | ≤ 1 |\n", r.CPUPercent())

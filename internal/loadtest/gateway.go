@@ -28,6 +28,9 @@ type GatewayOptions struct {
 	// differ by several percent on a shared machine, so a ratio is only
 	// worth its median over rounds.
 	Rounds int
+	// Runtime is the Go runtime settings the gateway runs with in both
+	// configurations; none: the runtime's defaults on every core.
+	Runtime GoRuntime
 	// RepoDir is the repository (its components' metadata.yaml name the
 	// types the contrib-only baseline leaves out); empty: found from the
 	// working directory.
@@ -120,15 +123,15 @@ func RunGateway(ctx context.Context, opts GatewayOptions, name string, cfg Gatew
 		return run, fmt.Errorf("loadtest: no free port: %v %v", err1, err2)
 	}
 	_, telemetryPort, _ := splitHostPort(telemetry)
-	gw, err := StartProcess(opts.Dir, "gateway-"+name, []string{
-		"KAFKA_BROKERS=" + broker.Addr,
-		"PROMETHEUS_REMOTE_WRITE_URL=" + sinks.PromURL,
-		"LOKI_OTLP_ENDPOINT=" + sinks.LokiURL,
-		"TEMPO_OTLP_ENDPOINT=" + sinks.TempoAddr,
-		"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + telemetryPort,
-		"OTELCOL_GPU_STORAGE_DIR=" + filepath.Join(opts.Dir, "gateway-"+name+"-storage"),
-	}, opts.Binary, "--config", cfgPath)
+	gw, err := StartProcess(opts.Dir, "gateway-"+name, append(opts.Runtime.added(),
+		"KAFKA_BROKERS="+broker.Addr,
+		"PROMETHEUS_REMOTE_WRITE_URL="+sinks.PromURL,
+		"LOKI_OTLP_ENDPOINT="+sinks.LokiURL,
+		"TEMPO_OTLP_ENDPOINT="+sinks.TempoAddr,
+		"OTELCOL_GPU_HEALTH_ENDPOINT="+health,
+		"OTELCOL_GPU_TELEMETRY_PORT="+telemetryPort,
+		"OTELCOL_GPU_STORAGE_DIR="+filepath.Join(opts.Dir, "gateway-"+name+"-storage"),
+	), opts.Binary, "--config", cfgPath)
 	if err != nil {
 		return run, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -145,6 +146,9 @@ func (c *Comparison) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "Gateway throughput: %d spans (%d jobs x %d ranks, 8 spans a message), %d points, %d log records; %d partitions; tail sampling: %v\n\n",
 		c.Full.Phase("spans").Produced, o.Shape.Jobs, o.Shape.NodesPerJob*o.Shape.GPUsPerNode,
 		c.Full.Phase("points").Produced, c.Full.Phase("logs").Produced, o.Partitions, c.Full.TailSampling)
+	if runtime := o.Runtime.Env(); len(runtime) > 0 {
+		fmt.Fprintf(w, "Gateway Go runtime (both configurations): %s\n\n", strings.Join(runtime, " "))
+	}
 	fmt.Fprintln(w, "| signal | config | items | CPU s (net of idle) | wall s | CPU-s / million | items/s per core | arrived at sink |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|")
 	runs := []GatewayRun{c.Full, c.ContribOnly}
