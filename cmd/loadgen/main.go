@@ -18,7 +18,7 @@
 //
 // Both modes run the collector with the Go runtime settings that the base
 // deployment gives it (-runtime-from): GOMAXPROCS from its CPU request (one
-// core) and its GOMEMLIMIT.
+// core), and its GOGC and GOMEMLIMIT.
 //
 // -mode agent: one bin/otelcol-gpu-agent on one simulated 8-GPU node
 // (internal/testbed) with the agent configuration's default intervals;
@@ -60,7 +60,7 @@ func main() {
 	step := flag.Duration("step", 1500*time.Millisecond, "agent: training step period of the simulated job")
 	agentConfig := flag.String("agent-config", "distributions/agent/config.yaml", "agent: configuration")
 	runtimeFrom := flag.String("runtime-from", "",
-		"workload manifest whose Go runtime settings (GOMAXPROCS from the CPU request, GOMEMLIMIT) the collector runs with; empty: the base deployment's ("+baseManifests["gateway"]+", "+baseManifests["agent"]+"); none: the runtime's defaults. The environment's own GOGC, GOMAXPROCS and GOMEMLIMIT win")
+		"workload manifest whose Go runtime settings (GOMAXPROCS from the CPU request, GOGC, GOMEMLIMIT) the collector runs with; empty: the base deployment's ("+baseManifests["gateway"]+", "+baseManifests["agent"]+"); none: the runtime's defaults. The environment's own GOGC, GOMAXPROCS and GOMEMLIMIT win")
 	binDir := flag.String("bin", "bin", "directory of the collector binaries (make build)")
 	keep := flag.Bool("keep", false, "keep the work directory (logs, derived configuration)")
 	flag.Parse()

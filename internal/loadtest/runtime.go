@@ -57,8 +57,8 @@ type workload struct {
 // at path gives its container named container: literal values as written,
 // and a GOMAXPROCS taken from the CPU request through the downward API,
 // rounded up as the kubelet does. The harness runs the collector with them,
-// so that its CPU per item is the deployed collector's: the runtime
-// settings change it by 15 % (BENCHMARKS.md).
+// so that its CPU per item is the deployed collector's: the gateway's
+// settings cut its CPU per span by 15-20 % (BENCHMARKS.md).
 func DeployedRuntime(path, container string) (GoRuntime, error) {
 	doc, err := os.ReadFile(path)
 	if err != nil {
