@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
@@ -182,15 +183,7 @@ func intAttr(span, res pcommon.Map, key string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<62 {
-			return int64(f), true
-		}
-	}
-	return 0, false
+	return pvalue.Int(v)
 }
 
 // numberAttr reads a finite, non-negative number. Absent: false, not

@@ -3,7 +3,6 @@ package stepspanprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processo
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
 )
@@ -187,13 +187,8 @@ func isCollective(span ptrace.Span) bool {
 func intAttr(span, res pcommon.Map, key string) (int64, bool) {
 	for _, m := range []pcommon.Map{span, res} {
 		if v, ok := m.Get(key); ok {
-			switch v.Type() {
-			case pcommon.ValueTypeInt:
-				return v.Int(), true
-			case pcommon.ValueTypeDouble:
-				if f := v.Double(); f == math.Trunc(f) {
-					return int64(f), true
-				}
+			if n, ok := pvalue.Int(v); ok {
+				return n, true
 			}
 		}
 	}

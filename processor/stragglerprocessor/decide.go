@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
@@ -382,12 +383,12 @@ func (a *stepAttrs) str(v pcommon.Value, f fieldSet, dst *string) {
 	}
 }
 
-// int sets *dst to an integer v (intValue) unless f was found.
+// int sets *dst to an integer v (pvalue.Int) unless f was found.
 func (a *stepAttrs) int(v pcommon.Value, f fieldSet, dst *int64) {
 	if a.set&f != 0 {
 		return
 	}
-	if n, ok := intValue(v); ok {
+	if n, ok := pvalue.Int(v); ok {
 		*dst, a.set = n, a.set|f
 	}
 }
@@ -397,7 +398,7 @@ func (a *stepAttrs) phase(v pcommon.Value, f fieldSet) {
 	if a.set&f != 0 {
 		return
 	}
-	if n, ok := intValue(v); ok {
+	if n, ok := pvalue.Int(v); ok {
 		a.phases, a.set = saturatingAdd(a.phases, max(n, 0)), a.set|f
 	}
 }
@@ -411,17 +412,4 @@ func groupString(v pcommon.Value) string {
 		return v.Str()
 	}
 	return v.AsString()
-}
-
-// intValue reads an int; a double with an integral value counts.
-func intValue(v pcommon.Value) (int64, bool) {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<62 {
-			return int64(f), true
-		}
-	}
-	return 0, false
 }
