@@ -432,17 +432,8 @@ func checkGoRuntime(t *testing.T, objs []*unstructured.Unstructured, pod corev1.
 	goMemLimit, err := gomemlimit.Parse(memLimit.Value)
 	require.NoError(t, err, c.Name)
 	require.True(t, strings.HasPrefix(c.Args[0], "--config="), c.Args[0])
-	var cfg struct {
-		Processors struct {
-			MemoryLimiter struct {
-				LimitPercentage      int64 `json:"limit_percentage"`
-				SpikeLimitPercentage int64 `json:"spike_limit_percentage"`
-			} `json:"memory_limiter"`
-		} `json:"processors"`
-	}
-	require.NoError(t, utilyaml.Unmarshal([]byte(mountedConfigMapFile(t, objs, pod, c, strings.TrimPrefix(c.Args[0], "--config="))), &cfg))
-	ml := cfg.Processors.MemoryLimiter
-	assert.NoError(t, gomemlimit.Check(goMemLimit, c.Resources.Limits.Memory().Value(), ml.LimitPercentage, ml.SpikeLimitPercentage),
+	config := mountedConfigMapFile(t, objs, pod, c, strings.TrimPrefix(c.Args[0], "--config="))
+	assert.NoError(t, gomemlimit.CheckConfig(goMemLimit, c.Resources.Limits.Memory().Value(), []byte(config)),
 		"%s: limit %s", c.Name, c.Resources.Limits.Memory())
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/gomemlimit"
 )
@@ -105,19 +104,9 @@ func TestGoRuntimeFitsMemoryMax(t *testing.T) {
 			goMemLimit, err := gomemlimit.Parse(env["GOMEMLIMIT"])
 			require.NoError(t, err)
 
-			doc, err := os.ReadFile(filepath.Join("..", "..", "distributions", component, "config.yaml"))
+			config, err := os.ReadFile(filepath.Join("..", "..", "distributions", component, "config.yaml"))
 			require.NoError(t, err)
-			var cfg struct {
-				Processors struct {
-					MemoryLimiter struct {
-						LimitPercentage      int64 `yaml:"limit_percentage"`
-						SpikeLimitPercentage int64 `yaml:"spike_limit_percentage"`
-					} `yaml:"memory_limiter"`
-				} `yaml:"processors"`
-			}
-			require.NoError(t, yaml.Unmarshal(doc, &cfg))
-			ml := cfg.Processors.MemoryLimiter
-			assert.NoError(t, gomemlimit.Check(goMemLimit, memoryMax, ml.LimitPercentage, ml.SpikeLimitPercentage))
+			assert.NoError(t, gomemlimit.CheckConfig(goMemLimit, memoryMax, config))
 		})
 	}
 }

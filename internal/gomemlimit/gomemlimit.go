@@ -8,7 +8,27 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
+
+// CheckConfig is Check with the memory_limiter of a collector
+// configuration (YAML, processors.memory_limiter).
+func CheckConfig(goMemLimit, memoryLimit int64, config []byte) error {
+	var cfg struct {
+		Processors struct {
+			MemoryLimiter struct {
+				LimitPercentage      int64 `yaml:"limit_percentage"`
+				SpikeLimitPercentage int64 `yaml:"spike_limit_percentage"`
+			} `yaml:"memory_limiter"`
+		} `yaml:"processors"`
+	}
+	if err := yaml.Unmarshal(config, &cfg); err != nil {
+		return fmt.Errorf("collector configuration: %w", err)
+	}
+	ml := cfg.Processors.MemoryLimiter
+	return Check(goMemLimit, memoryLimit, ml.LimitPercentage, ml.SpikeLimitPercentage)
+}
 
 // Check says whether goMemLimit suits a process whose memory limit is
 // memoryLimit and whose memory_limiter has limit_percentage limitPct and

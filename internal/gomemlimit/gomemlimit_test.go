@@ -51,3 +51,18 @@ func TestCheck(t *testing.T) {
 	assert.ErrorContains(t, Check(1, 6*gib, 0, 0), "limit_percentage 0")
 	assert.ErrorContains(t, Check(1, 6*gib, 20, 20), "want 0 <= spike < limit")
 }
+
+func TestCheckConfig(t *testing.T) {
+	const gib = int64(1) << 30
+	config := []byte(`
+processors:
+  memory_limiter:
+    check_interval: 1s
+    limit_percentage: 80
+    spike_limit_percentage: 20
+`)
+	require.NoError(t, CheckConfig(3300<<20, 6*gib, config))
+	assert.ErrorContains(t, CheckConfig(3700<<20, 6*gib, config), "3686 MiB")
+	assert.ErrorContains(t, CheckConfig(3300<<20, 6*gib, []byte("processors: {}")), "limit_percentage 0")
+	assert.ErrorContains(t, CheckConfig(3300<<20, 6*gib, []byte("processors: [")), "collector configuration")
+}

@@ -88,7 +88,7 @@ func DeployedRuntime(path, container string) (GoRuntime, error) {
 	return env, nil
 }
 
-// runtimeValue is e's value: literal, or a CPU resource of c through the
+// runtimeValue is e's value: literal, or c's CPU request through the
 // downward API.
 func runtimeValue(c corev1.Container, e corev1.EnvVar) (string, error) {
 	if e.ValueFrom == nil {
@@ -98,15 +98,10 @@ func runtimeValue(c corev1.Container, e corev1.EnvVar) (string, error) {
 	if ref == nil {
 		return "", fmt.Errorf("only literal values and resourceFieldRef are read")
 	}
-	var q resource.Quantity
-	switch ref.Resource {
-	case "requests.cpu":
-		q = c.Resources.Requests[corev1.ResourceCPU]
-	case "limits.cpu":
-		q = c.Resources.Limits[corev1.ResourceCPU]
-	default:
+	if ref.Resource != "requests.cpu" {
 		return "", fmt.Errorf("resourceFieldRef %s is not read", ref.Resource)
 	}
+	q := c.Resources.Requests[corev1.ResourceCPU]
 	if q.IsZero() {
 		return "", fmt.Errorf("resourceFieldRef %s: the container sets none", ref.Resource)
 	}
