@@ -103,7 +103,7 @@ envtest-bin:
 # The end-to-end test runs the real binaries against a Kafka-protocol broker
 # (kfake), a real Prometheus and kcat; it needs the Debian packages below.
 e2e-test: build e2e-deps
-	$(GO) test -p 1 -tags e2e -count=1 -v -timeout 40m ./test/e2e/... ./internal/testbed/... ./internal/loadtest/...
+	$(GO) test -p 1 -tags e2e -count=1 -v -timeout 40m ./test/e2e/... ./test/testbed/... ./test/loadtest/...
 
 e2e-deps:
 	@missing=""; for d in $(TEST_DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
@@ -117,7 +117,7 @@ e2e-deps:
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags e2e ./test/e2e/... ./internal/testbed/... ./internal/loadtest/...
+	$(GO) vet -tags e2e ./test/e2e/... ./test/testbed/... ./test/loadtest/...
 	$(GO) vet -tags envtest,slurm ./exporter/... ./deploy/...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags envtest,slurm ./exporter/... ./deploy/...
@@ -129,7 +129,7 @@ fmt:
 # -fuzzminimizetime keeps large seeds from eating the whole budget.
 FUZZTIME ?= 20s
 fuzz:
-	@set -e; grep -rl --include='*_test.go' '^func Fuzz' receiver processor exporter internal 2>/dev/null | xargs -n1 dirname | sort -u | while read -r dir; do \
+	@set -e; grep -rl --include='*_test.go' '^func Fuzz' receiver processor exporter connector extension internal 2>/dev/null | xargs -n1 dirname | sort -u | while read -r dir; do \
 	  for target in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "== $$dir $$target"; \
 	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./$$dir/; \
@@ -142,7 +142,7 @@ bench:
 
 # Detection quality (issue 6): the fault-injection suite at 64 ranks over
 # DETECTION_SEEDS runs, then the straggler scenarios at 1,024 and 16,384
-# ranks (step spans only at that scale; internal/testbed explains).
+# ranks (step spans only at that scale; test/testbed explains).
 DETECTION_SEEDS ?= 5
 detection:
 	$(GO) run ./cmd/gpusim -seeds $(DETECTION_SEEDS) -fail-below 0.95

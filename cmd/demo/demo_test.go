@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

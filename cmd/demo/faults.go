@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 // consumeFaults reads the gpu_faults topic from the beginning, as a

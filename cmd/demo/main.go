@@ -1,7 +1,7 @@
 // Command demo runs the whole otelcol-gpu pipeline on one machine, without
 // a GPU or any backend (make demo): a Kafka-protocol broker on loopback
 // (test/kfakebroker), one agent binary per simulated node, the gateway
-// binary, and the fault-injection simulator of internal/testbed driving a
+// binary, and the fault-injection simulator of test/testbed driving a
 // 64-rank training job on 8 nodes x 8 GPUs (dcgm-exporter pages, sysfs
 // trees, flight-recorder dumps, step records). The job's step records go
 // through the project's Python module, as a training script's would: one
@@ -39,7 +39,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 //go:embed scenario.yaml

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
+	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
 // process is a child program whose output goes to its own log file.

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 // pythonSteps sends the simulated job's step records through the project's

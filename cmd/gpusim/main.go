@@ -1,4 +1,4 @@
-// Command gpusim runs the fault-injection testbed (internal/testbed): it
+// Command gpusim runs the fault-injection testbed (test/testbed): it
 // simulates training jobs on GPU nodes, injects the faults of the
 // committed scenarios at the agent's raw inputs, runs the real components
 // in one process and prints per fault type precision, recall and time to
@@ -20,7 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 func main() {

@@ -21,7 +21,7 @@
 // core), and its GOGC and GOMEMLIMIT.
 //
 // -mode agent: one bin/otelcol-gpu-agent on one simulated 8-GPU node
-// (internal/testbed) with the agent configuration's default intervals;
+// (test/testbed) with the agent configuration's default intervals;
 // prints its CPU share of one core and its resident memory.
 //
 //	go run ./cmd/loadgen -mode agent -duration 3m
@@ -40,7 +40,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/loadtest"
+	"github.com/otelcol-gpu/otelcol-gpu/test/loadtest"
 )
 
 func main() {

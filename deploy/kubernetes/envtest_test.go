@@ -43,7 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/gomemlimit"
+	"github.com/otelcol-gpu/otelcol-gpu/deploy/internal/gomemlimit"
 )
 
 // strimziGroup: Strimzi's CRDs are not installed in the test API server;

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/gomemlimit"
+	"github.com/otelcol-gpu/otelcol-gpu/deploy/internal/gomemlimit"
 )
 
 var units = []string{"otelcol-gpu-agent.service", "otelcol-gpu-gateway.service"}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 )
 
 // forgedFaultID is not what the correlator would compute for any fault:
@@ -87,7 +87,7 @@ service:
 		f := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
 		var err1, err2, err3 error
 		f.Receivers, err1 = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
-		f.Connectors, err2 = otelcol.MakeFactoryMap[connector.Factory](faultcorrelator.NewFactory())
+		f.Connectors, err2 = otelcol.MakeFactoryMap[connector.Factory](faultcorrelatorconnector.NewFactory())
 		f.Exporters, err3 = otelcol.MakeFactoryMap[exporter.Factory](NewFactory())
 		return f, errors.Join(err1, err2, err3)
 	}

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 )
 
 // Config is the configuration of the straggler processor.

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {

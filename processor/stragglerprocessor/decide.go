@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
 )
 

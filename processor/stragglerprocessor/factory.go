@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
 )
 

@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
 )
 

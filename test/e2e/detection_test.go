@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 // The detection suite end to end: the testbed's simulated nodes (dcgm-

@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/loadtest"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/loadtest"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 // Failure tests: the real binaries on one simulated 8-GPU node whose job

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
+	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
 // repoRoot is two levels up from test/e2e.

@@ -13,4 +13,4 @@
 // subtracted. A phase ends when every consumer group of the configuration
 // has committed the end of its topic and the backend has seen nothing new
 // for a quiet period (longer than tail sampling's decision_wait).
-package loadtest // import "github.com/otelcol-gpu/otelcol-gpu/internal/loadtest"
+package loadtest // import "github.com/otelcol-gpu/otelcol-gpu/test/loadtest"

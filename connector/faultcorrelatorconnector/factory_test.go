@@ -1,4 +1,4 @@
-package faultcorrelator
+package faultcorrelatorconnector
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 )
 
 func testSettings() connector.Settings {

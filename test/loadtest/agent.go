@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 // AgentOptions configure an overhead run: one agent binary on one simulated

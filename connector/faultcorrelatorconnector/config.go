@@ -1,4 +1,4 @@
-package faultcorrelator // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+package faultcorrelatorconnector // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
 )
 
 // Mode selects which inputs the correlator reads.

@@ -1,4 +1,4 @@
-package faultcorrelator
+package faultcorrelatorconnector
 
 import (
 	"path/filepath"
@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/rules"
-	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 )
 
 // loadConfig unmarshals testdata/config.yaml's faultcorrelator/<name> over

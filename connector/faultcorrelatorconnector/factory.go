@@ -1,4 +1,4 @@
-package faultcorrelator // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+package faultcorrelatorconnector // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
-	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 )
 
 var errConfigNotFaultCorrelator = errors.New("faultcorrelator: creating the connector: config is not a *faultcorrelator.Config")

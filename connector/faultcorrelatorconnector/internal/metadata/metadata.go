@@ -1,7 +1,7 @@
 // Package metadata holds the identity of the faultcorrelator connector (type,
 // scope name, stability), written by hand in the shape mdatagen produces;
 // metadata.yaml next to the connector documents the same facts.
-package metadata // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator/internal/metadata"
+package metadata // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 
 import "go.opentelemetry.io/collector/component"
 

@@ -1,4 +1,4 @@
-package faultcorrelator
+package faultcorrelatorconnector
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
 )
 
 func TestWhereEntities(t *testing.T) {

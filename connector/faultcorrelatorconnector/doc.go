@@ -5,4 +5,4 @@
 // evaluates the rules on an interval and emits fault records
 // (docs/fault-record.md): open, update, resolved. One instance serves all
 // three input pipelines of one config.
-package faultcorrelator // import "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+package faultcorrelatorconnector // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"

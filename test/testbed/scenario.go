@@ -11,7 +11,7 @@
 // scrape at Options.ScrapeInterval, so the latencies measured are the
 // pipeline's own. Randomness comes from one seed per run, logged and
 // reported, so a run can be repeated.
-package testbed // import "github.com/otelcol-gpu/otelcol-gpu/internal/testbed"
+package testbed // import "github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 
 import (
 	_ "embed"

@@ -26,7 +26,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/connector/steplogsconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nodestateprocessor"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor"
@@ -98,7 +98,7 @@ func factories(c *capture) (otelcol.Factories, error) {
 	f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
 		nodestateprocessor.NewFactory(), stepspanprocessor.NewFactory(), stragglerprocessor.NewFactory(), batchprocessor.NewFactory())
 	errs = append(errs, err)
-	f.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](faultcorrelator.NewFactory(), steplogsconnector.NewFactory())
+	f.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](faultcorrelatorconnector.NewFactory(), steplogsconnector.NewFactory())
 	errs = append(errs, err)
 	f.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](nodestateextension.NewFactory())
 	errs = append(errs, err)

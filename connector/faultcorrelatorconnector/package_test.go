@@ -1,4 +1,4 @@
-package faultcorrelator
+package faultcorrelatorconnector
 
 import (
 	"testing"

@@ -1,6 +1,6 @@
 // Package freeport finds loopback addresses for child processes (collectors,
 // brokers, sinks started by tests and harnesses) to listen on.
-package freeport // import "github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
+package freeport // import "github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 
 import (
 	"fmt"

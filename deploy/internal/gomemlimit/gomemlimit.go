@@ -2,7 +2,7 @@
 // against its memory_limiter, and reads memory sizes as the Go runtime and
 // systemd write them. The deployment tests (deploy/kubernetes,
 // deploy/systemd) hold every shipped GOMEMLIMIT to it.
-package gomemlimit // import "github.com/otelcol-gpu/otelcol-gpu/internal/gomemlimit"
+package gomemlimit // import "github.com/otelcol-gpu/otelcol-gpu/deploy/internal/gomemlimit"
 
 import (
 	"fmt"

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
+	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
 // Process is a collector binary run by the harness, its output in a log

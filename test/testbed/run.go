@@ -22,7 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/freeport"
+	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
 // Options configure a run. Zero fields take the defaults of
