@@ -383,7 +383,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	stopDriving()
 	<-watchDone
 	if died != nil {
-		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", died.name, died.err, died.log, died.tail(20))
+		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", died.Name(), died.Err(), died.LogPath(), died.tail(20))
 	}
 	return driveErr
 }

@@ -6,13 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -20,19 +15,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 
+	"github.com/otelcol-gpu/otelcol-gpu/test/childproc"
 	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
-// process is a child program whose output goes to its own log file.
+// process is one of the demo's children, its output in its own log file.
 type process struct {
-	name string
+	*childproc.Process
 	// stage orders the stop: higher stages stop first (agents, then the
 	// gateway, then the broker they both still need while they flush).
 	stage int
-	cmd   *exec.Cmd
-	log   string
-	done  chan struct{}
-	err   error
 	// finishing: the demo ended the child's input, so its exit is expected
 	// and not a failure of the run (exited skips it).
 	finishing atomic.Bool
@@ -53,39 +45,22 @@ func (ps *procs) start(stage int, name, logDir string, env []string, bin string,
 // goes to its log. With stdout set it also returns the child's stdin.
 // Read stdout only once the child is done.
 func (ps *procs) startPiped(stage int, name, logDir string, env []string, stdout io.Writer, bin string, args ...string) (*process, io.WriteCloser, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.Create(logPath)
+	// Own process group: a Ctrl-C in the terminal reaches the demo only,
+	// which then stops the children in order (and kills what is left); the
+	// kernel kills them if the demo dies without stopping them.
+	child, err := childproc.Start(childproc.Options{
+		Name: name, LogDir: logDir, Env: env,
+		Stdout: stdout, Stdin: stdout != nil,
+		DieWithParent: true,
+	}, bin, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	var stdin io.WriteCloser
-	if stdout != nil {
-		cmd.Stdout = stdout
-		if stdin, err = cmd.StdinPipe(); err != nil {
-			logFile.Close()
-			return nil, nil, err
-		}
-	}
-	// Own process group: a Ctrl-C in the terminal reaches the demo only,
-	// which then stops the children in order (and kills what is left).
-	cmd.SysProcAttr = childAttrs()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, stage: stage, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
+	p := &process{Process: child, stage: stage}
 	ps.mu.Lock()
 	ps.list = append(ps.list, p)
 	ps.mu.Unlock()
-	return p, stdin, nil
+	return p, child.Stdin(), nil
 }
 
 // exited returns the first child that exited unexpectedly, or nil.
@@ -96,10 +71,8 @@ func (ps *procs) exited() *process {
 		if p.finishing.Load() {
 			continue
 		}
-		select {
-		case <-p.done:
+		if exited, _ := p.Exited(); exited {
 			return p
-		default:
 		}
 	}
 	return nil
@@ -117,45 +90,23 @@ func (ps *procs) stopAll(grace time.Duration) {
 		top = max(top, p.stage)
 	}
 	for stage := top; stage >= 0; stage-- {
-		var group []*process
+		var group []*childproc.Process
 		for _, p := range list {
 			if p.stage == stage {
-				group = append(group, p)
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				group = append(group, p.Process)
 			}
 		}
-		deadline := time.NewTimer(grace)
-		for _, p := range group {
-			select {
-			case <-p.done:
-				continue
-			case <-deadline.C:
-			}
-			// grace is over for the whole stage: kill what is left of it
-			for _, q := range group {
-				select {
-				case <-q.done: // gone: its pid may be someone else's now
-				default:
-					_ = syscall.Kill(-q.cmd.Process.Pid, syscall.SIGKILL)
-				}
-			}
-			<-p.done
-		}
-		deadline.Stop()
+		childproc.StopAll(grace, group...)
 	}
 }
 
-// tail returns the last n lines of the process's log.
+// tail returns the last n lines of the process's log, or why it cannot.
 func (p *process) tail(n int) string {
-	data, err := os.ReadFile(p.log)
+	s, err := p.Tail(n)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return s
 }
 
 // freeAddr returns a loopback address nobody listens on now, outside the
@@ -174,7 +125,7 @@ func waitFor(ctx context.Context, ps *procs, what string, wait time.Duration, ch
 			return nil
 		}
 		if p := ps.exited(); p != nil {
-			return fmt.Errorf("%s: %s exited (%v); last lines of %s:\n%s", what, p.name, p.err, p.log, p.tail(20))
+			return fmt.Errorf("%s: %s exited (%v); last lines of %s:\n%s", what, p.Name(), p.Err(), p.LogPath(), p.tail(20))
 		}
 		select {
 		case <-ctx.Done():

@@ -81,7 +81,7 @@ func (s *pythonSteps) send(_ context.Context, host string, records []testbed.Ste
 	}
 	if _, err := rp.stdin.Write(rp.line); err != nil {
 		return fmt.Errorf("writing step records to %s (%s %s replay): %w; last lines of %s:\n%s",
-			rp.proc.name, s.python, s.sdk, err, rp.proc.log, rp.proc.tail(20))
+			rp.proc.Name(), s.python, s.sdk, err, rp.proc.LogPath(), rp.proc.tail(20))
 	}
 	rp.written += len(records)
 	return nil
@@ -163,26 +163,25 @@ func (s *pythonSteps) finish(wait time.Duration) (total replaySummary, written i
 	defer cancel()
 	var errs []error
 	for _, rp := range s.byHost {
-		select {
-		case <-rp.proc.done:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("%s did not exit within %s of the end of its input", rp.proc.name, wait))
+		exited, exitErr := rp.proc.Wait(ctx)
+		if !exited {
+			errs = append(errs, fmt.Errorf("%s did not exit within %s of the end of its input", rp.proc.Name(), wait))
 			continue
 		}
-		if rp.proc.err != nil {
+		if exitErr != nil {
 			errs = append(errs, fmt.Errorf("%s (%s %s replay) failed: %v; last lines of %s:\n%s",
-				rp.proc.name, s.python, s.sdk, rp.proc.err, rp.proc.log, rp.proc.tail(20)))
+				rp.proc.Name(), s.python, s.sdk, exitErr, rp.proc.LogPath(), rp.proc.tail(20)))
 			continue
 		}
 		var sum replaySummary
 		out := strings.TrimSpace(rp.stdout.String())
 		if err := json.Unmarshal([]byte(out), &sum); err != nil {
-			errs = append(errs, fmt.Errorf("%s printed %q, not its summary: %v", rp.proc.name, out, err))
+			errs = append(errs, fmt.Errorf("%s printed %q, not its summary: %v", rp.proc.Name(), out, err))
 			continue
 		}
 		if sum.Records != rp.written || sum.Invalid != 0 {
 			errs = append(errs, fmt.Errorf("%s read %d records (%d invalid) of the %d written; see %s",
-				rp.proc.name, sum.Records, sum.Invalid, rp.written, rp.proc.log))
+				rp.proc.Name(), sum.Records, sum.Invalid, rp.written, rp.proc.LogPath()))
 		}
 		total.Records += sum.Records
 		total.Sent += sum.Sent

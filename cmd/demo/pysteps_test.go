@@ -129,7 +129,7 @@ func TestPythonStepsReplayDiesEarly(t *testing.T) {
 	require.NoError(t, writeFile(sdk, "import sys\nsys.stderr.write('broken on purpose\\n')\nsys.exit(3)\n"))
 	steps, err := startPythonSteps(&ps, t.TempDir(), python, sdk, map[string]string{"demo-n0": "http://127.0.0.1:1"}, []string{"demo-n0"})
 	require.NoError(t, err)
-	<-steps.byHost["demo-n0"].proc.done
+	<-steps.byHost["demo-n0"].proc.Done()
 	assert.Equal(t, steps.byHost["demo-n0"].proc, ps.exited(), "the run's watcher sees it")
 	err = steps.send(context.Background(), "demo-n0", []testbed.StepRecord{stepRecord("demo-n0", 0, 0, 1)})
 	require.Error(t, err)

@@ -311,7 +311,7 @@ func scrapeCollectors(t *testing.T, prom *prometheus, telemetry map[string]strin
 	if err := os.WriteFile(prom.configFile(t), out, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := prom.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := prom.proc.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	for job := range telemetry {
@@ -338,7 +338,7 @@ func scrapeCollectors(t *testing.T, prom *prometheus, telemetry map[string]strin
 
 // configFile returns the --config.file path Prometheus was started with.
 func (p *prometheus) configFile(t *testing.T) string {
-	for _, a := range p.proc.cmd.Args {
+	for _, a := range p.proc.Args() {
 		if f, ok := strings.CutPrefix(a, "--config.file="); ok {
 			return f
 		}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -217,10 +216,10 @@ func TestGatewayKilledMidBatch(t *testing.T) {
 		}
 		return nil
 	}, all...)
-	if err := syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := first.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-first.done
+	<-first.Done()
 	killedAt := time.Now()
 	release()
 	t.Logf("gateway-1 killed at %s with a remote-write batch unanswered, lag %d messages", killedAt.Format(time.TimeOnly), r.metricsLag(t))
@@ -325,7 +324,7 @@ func TestPrometheusOutage(t *testing.T) {
 		return freshSeriesSample(prom, series, time.Now().Add(-5*time.Second))
 	}, all...)
 
-	before, err := loadtest.MemoryOf(gw.cmd.Process.Pid)
+	before, err := loadtest.MemoryOf(gw.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +336,7 @@ func TestPrometheusOutage(t *testing.T) {
 	bound := before.RSS + 50<<20 + 16<<20
 
 	driven := r.drive(t)
-	args := prom.proc.cmd.Args
+	args := prom.proc.Args()
 	prom.proc.stop(t)
 	cutAt := time.Now()
 	var maxLag int64
@@ -346,7 +345,7 @@ func TestPrometheusOutage(t *testing.T) {
 		if lag := r.metricsLag(t); lag > maxLag {
 			maxLag = lag
 		}
-		m, err := loadtest.MemoryOf(gw.cmd.Process.Pid)
+		m, err := loadtest.MemoryOf(gw.Pid())
 		if err != nil {
 			t.Fatalf("the gateway: %v", err)
 		}
@@ -606,10 +605,10 @@ func TestTempoOutage(t *testing.T) {
 		return nil
 	}, first)
 
-	if err := syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := first.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-first.done
+	<-first.Done()
 	tempo := startTraceSinkAt(t, tempoAddr)
 	second := r.startGateway(t, "gateway-2", env...)
 	eventually(t, 60*time.Second, "the queued spans reach Tempo from the next gateway", func() error {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,10 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/otelcol-gpu/otelcol-gpu/test/childproc"
 	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
@@ -65,34 +64,20 @@ func freeAddr(t *testing.T) string {
 // process is a child program whose output goes to a log file, shown when
 // the test fails.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
+	*childproc.Process
 }
+
+// stopGrace is how long a child has to exit on SIGTERM before its process
+// group is killed.
+const stopGrace = 15 * time.Second
 
 func startProcess(t *testing.T, name string, env []string, bin string, args ...string) *process {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
+	child, err := childproc.Start(childproc.Options{Name: name, LogDir: t.TempDir(), Env: env}, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
+	p := &process{child}
 	t.Cleanup(func() {
 		p.stop(t)
 		if t.Failed() {
@@ -113,47 +98,23 @@ func startWithConfig(t *testing.T, name, bin, cfg string) *process {
 }
 
 func (p *process) stop(t *testing.T) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		t.Logf("%s did not stop on SIGTERM; killing it", p.name)
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+	if p.Stop(stopGrace) {
+		t.Logf("%s did not stop on SIGTERM; killing it", p.Name())
 	}
 }
 
 func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	exited, _ := p.Exited()
+	return exited
 }
 
 func (p *process) dumpLog(t *testing.T, lines int) {
-	data, err := os.ReadFile(p.log)
+	tail, err := p.Tail(lines)
 	if err != nil {
-		t.Logf("%s log: %v", p.name, err)
+		t.Logf("%s log: %v", p.Name(), err)
 		return
 	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	t.Logf("---- last %d lines of %s ----\n%s", len(all), p.name, strings.Join(all, "\n"))
-}
-
-// logCount counts the lines of the process's log that contain s.
-func (p *process) logCount(s string) int {
-	data, _ := os.ReadFile(p.log)
-	return bytes.Count(data, []byte(s))
+	t.Logf("---- last %d lines of %s ----\n%s", strings.Count(tail, "\n")+1, p.Name(), tail)
 }
 
 // eventually polls cond until it returns nil or the wait runs out; the last
@@ -169,7 +130,7 @@ func eventually(t *testing.T, wait time.Duration, what string, cond func() error
 		}
 		for _, p := range watch {
 			if p.exited() {
-				t.Fatalf("%s: %s exited (%v) while waiting", what, p.name, p.err)
+				t.Fatalf("%s: %s exited (%v) while waiting", what, p.Name(), p.Err())
 			}
 		}
 		if time.Now().After(deadline) {
@@ -181,7 +142,7 @@ func eventually(t *testing.T, wait time.Duration, what string, cond func() error
 
 func waitHTTP(t *testing.T, url string, p *process) {
 	t.Helper()
-	eventually(t, 60*time.Second, "waiting for "+p.name+" at "+url, func() error {
+	eventually(t, 60*time.Second, "waiting for "+p.Name()+" at "+url, func() error {
 		resp, err := http.Get(url)
 		if err != nil {
 			return err

@@ -118,7 +118,7 @@ func TestAgentKafkaGatewayPrometheus(t *testing.T) {
 		}
 		// This machine has no DCGM: the agent's dcgm receiver says so once
 		// and retries, and the InfiniBand counters above flow regardless.
-		if n := agent.logCount("GPU source unavailable"); n != 1 {
+		if n := agent.LogCount("GPU source unavailable"); n != 1 {
 			t.Errorf("agent logged the missing DCGM %d times, want once", n)
 		}
 

@@ -91,10 +91,9 @@ print("sent", steps.sent, "dropped", steps.dropped)
 		procs = append(procs, startProcess(t, "rank"+strconv.Itoa(rank), env, python, "-c", script))
 	}
 	for _, p := range procs {
-		<-p.done
-		if p.err != nil {
+		if err := p.Err(); err != nil { // Err waits for the rank to end
 			p.dumpLog(t, 20)
-			t.Fatalf("%s: %v", p.name, p.err)
+			t.Fatalf("%s: %v", p.Name(), err)
 		}
 	}
 

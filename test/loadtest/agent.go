@@ -85,13 +85,13 @@ func RunAgent(ctx context.Context, opts AgentOptions) (AgentRun, error) {
 	if err != nil {
 		return run, err
 	}
-	agent, err := StartProcess(opts.Dir, "agent", append(opts.Runtime.added(), env...), opts.Binary, "--config", opts.ConfigPath)
+	agent, err := startProcess(opts.Dir, "agent", append(opts.Runtime.added(), env...), opts.Binary, "--config", opts.ConfigPath)
 	if err != nil {
 		return run, err
 	}
-	defer agent.Stop(20 * time.Second)
+	defer agent.Stop(stopGrace)
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = agent.WaitHealthy(startCtx, health)
+	err = waitHealthy(startCtx, agent, health)
 	cancel()
 	if err != nil {
 		return run, err
@@ -143,7 +143,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (AgentRun, error) {
 		return run, err
 	}
 	if exited, exitErr := agent.Exited(); exited {
-		return run, fmt.Errorf("loadtest: the agent exited (%v):\n%s", exitErr, agent.Tail(30))
+		return run, fmt.Errorf("loadtest: the agent exited (%v):\n%s", exitErr, tail(agent, 30))
 	}
 	ends, err := broker.endOffsets(ctx)
 	if err != nil {
@@ -162,7 +162,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (AgentRun, error) {
 	}
 	run.Loops = loops
 	if run.Records[TopicSpans] == 0 || run.Records[TopicMetrics] == 0 {
-		return run, errors.New("loadtest: the agent sent no spans or no metrics to Kafka:\n" + agent.Tail(30))
+		return run, errors.New("loadtest: the agent sent no spans or no metrics to Kafka:\n" + tail(agent, 30))
 	}
 	return run, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/childproc"
 )
 
 // GatewayOptions configure a throughput run.
@@ -123,7 +125,7 @@ func RunGateway(ctx context.Context, opts GatewayOptions, name string, cfg Gatew
 		return run, fmt.Errorf("loadtest: no free port: %v %v", err1, err2)
 	}
 	_, telemetryPort, _ := splitHostPort(telemetry)
-	gw, err := StartProcess(opts.Dir, "gateway-"+name, append(opts.Runtime.added(),
+	gw, err := startProcess(opts.Dir, "gateway-"+name, append(opts.Runtime.added(),
 		"KAFKA_BROKERS="+broker.Addr,
 		"PROMETHEUS_REMOTE_WRITE_URL="+sinks.PromURL,
 		"LOKI_OTLP_ENDPOINT="+sinks.LokiURL,
@@ -135,9 +137,9 @@ func RunGateway(ctx context.Context, opts GatewayOptions, name string, cfg Gatew
 	if err != nil {
 		return run, err
 	}
-	defer gw.Stop(20 * time.Second)
+	defer gw.Stop(stopGrace)
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = gw.WaitHealthy(startCtx, health)
+	err = waitHealthy(startCtx, gw, health)
 	cancel()
 	if err != nil {
 		return run, err
@@ -230,12 +232,12 @@ func RunGateway(ctx context.Context, opts GatewayOptions, name string, cfg Gatew
 
 // waitConsumed returns once every group has committed the end of its topic
 // and the sink's count has not moved for quiet.
-func waitConsumed(ctx context.Context, broker *Broker, groups []GroupTopic, gw *Process, arrived func() int64, quiet time.Duration) error {
+func waitConsumed(ctx context.Context, broker *Broker, groups []GroupTopic, gw *childproc.Process, arrived func() int64, quiet time.Duration) error {
 	last, lastChange := arrived(), time.Now()
 	var lags map[GroupTopic]int64
 	for {
 		if exited, err := gw.Exited(); exited {
-			return fmt.Errorf("loadtest: the gateway exited (%v):\n%s", err, gw.Tail(30))
+			return fmt.Errorf("loadtest: the gateway exited (%v):\n%s", err, tail(gw, 30))
 		}
 		var err error
 		if lags, err = broker.Lag(ctx, groups); err != nil {

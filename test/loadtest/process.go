@@ -6,95 +6,38 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/otelcol-gpu/otelcol-gpu/test/childproc"
 	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
-// Process is a collector binary run by the harness, its output in a log
-// file.
-type Process struct {
-	Name string
-	Log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// StartProcess runs bin with args and env (added to this process's
+// startProcess runs bin with args and env (added to this process's
 // environment), logging to dir/name.log.
-func StartProcess(dir, name string, env []string, bin string, args ...string) (*Process, error) {
-	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.Create(logPath)
+func startProcess(dir, name string, env []string, bin string, args ...string) (*childproc.Process, error) {
+	p, err := childproc.Start(childproc.Options{Name: name, LogDir: dir, Env: env}, bin, args...)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("loadtest: starting %s: %w", name, err)
-	}
-	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	return p, nil
 }
 
-// Pid is the process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+// stopGrace is how long a collector has to flush and exit on SIGTERM before
+// its process group is killed.
+const stopGrace = 20 * time.Second
 
-// Exited says whether the process has ended, and how.
-func (p *Process) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
+// tail returns the last lines of p's log; nothing when it cannot be read.
+func tail(p *childproc.Process, lines int) string {
+	s, _ := p.Tail(lines)
+	return s
 }
 
-// Stop sends SIGTERM and, if the process is still there after grace,
-// SIGKILL to its process group.
-func (p *Process) Stop(grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// Tail returns the last lines of the log.
-func (p *Process) Tail(lines int) string {
-	b, _ := os.ReadFile(p.Log)
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-// WaitHealthy polls the health_check extension until it answers 200.
-func (p *Process) WaitHealthy(ctx context.Context, addr string) error {
+// waitHealthy polls p's health_check extension at addr until it answers 200.
+func waitHealthy(ctx context.Context, p *childproc.Process, addr string) error {
 	for {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("loadtest: %s exited at start (%v):\n%s", p.Name, err, p.Tail(30))
+			return fmt.Errorf("loadtest: %s exited at start (%v):\n%s", p.Name(), err, tail(p, 30))
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -105,7 +48,7 @@ func (p *Process) WaitHealthy(ctx context.Context, addr string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("loadtest: %s not healthy: %w", p.Name, ctx.Err())
+			return fmt.Errorf("loadtest: %s not healthy: %w", p.Name(), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
