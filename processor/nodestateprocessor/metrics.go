@@ -12,42 +12,23 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
-// dcgmreceiver's names under `naming: otel` (its internal/model/fields.go
-// and docs/semconv.md); that package is internal to the receiver, so the
-// few names read here are repeated.
-const (
-	metricProfActive    = "gpu.prof.active"
-	metricTemperature   = "hw.temperature"
-	metricClockThrottle = "gpu.clock.throttle"
-	metricNVLinkErrors  = "gpu.nvlink.errors"
-	metricECCErrors     = "gpu.ecc.errors"
-	metricXIDErrors     = "gpu.xid.errors"
-	metricUnresponsive  = "gpu.unresponsive"
-	attrProfUnit        = "gpu.prof.unit"
-	attrSensorLocation  = "hw.sensor_location"
-	attrThrottleReason  = "gpu.throttle.reason"
-	attrECCType         = "gpu.ecc.type"
-	profUnitSM          = "sm"
-	sensorLocationGPU   = "gpu"
-)
-
 // maxReadingsPerSource bounds the distinct timestamps gathered for one GPU
 // or port in one batch (a receiver sends one or two); points beyond it are
 // not recorded, so a garbage batch cannot grow the work without bound.
 const maxReadingsPerSource = 16
 
 var nvlinkCounters = map[string]nodestate.GPUCounter{
-	"crc_flit": nodestate.NVLinkCRCFlitErrors,
-	"crc_data": nodestate.NVLinkCRCDataErrors,
-	"replay":   nodestate.NVLinkReplayErrors,
-	"recovery": nodestate.NVLinkRecoveryErrors,
+	semconv.NVLinkErrorCRCFlit:  nodestate.NVLinkCRCFlitErrors,
+	semconv.NVLinkErrorCRCData:  nodestate.NVLinkCRCDataErrors,
+	semconv.NVLinkErrorReplay:   nodestate.NVLinkReplayErrors,
+	semconv.NVLinkErrorRecovery: nodestate.NVLinkRecoveryErrors,
 }
 
 var eccCounters = map[string]nodestate.GPUCounter{
-	"sbe_volatile":  nodestate.ECCSBEVolatile,
-	"dbe_volatile":  nodestate.ECCDBEVolatile,
-	"sbe_aggregate": nodestate.ECCSBEAggregate,
-	"dbe_aggregate": nodestate.ECCDBEAggregate,
+	semconv.ECCTypeSBEVolatile:  nodestate.ECCSBEVolatile,
+	semconv.ECCTypeDBEVolatile:  nodestate.ECCDBEVolatile,
+	semconv.ECCTypeSBEAggregate: nodestate.ECCSBEAggregate,
+	semconv.ECCTypeDBEAggregate: nodestate.ECCDBEAggregate,
 }
 
 var ibCounters = map[string]nodestate.IBCounter{
@@ -103,21 +84,21 @@ func recordGPU(store nodestate.Store, uuid string, sms pmetric.ScopeMetricsSlice
 	readings := gpuReadings(storage[:0])
 	eachMetric(sms, func(m pmetric.Metric) {
 		switch m.Name() {
-		case metricProfActive:
+		case semconv.MetricGPUProfActive:
 			eachGauge(m, func(dp pmetric.NumberDataPoint, s *nodestate.GPUSample) {
-				if stringAttr(dp.Attributes(), attrProfUnit) == profUnitSM {
+				if stringAttr(dp.Attributes(), semconv.AttrGPUProfUnit) == semconv.ProfUnitSM {
 					s.SMActive = nodestate.Gauge{Value: pointValue(dp), Valid: true}
 				}
 			}, &readings)
-		case metricTemperature:
+		case semconv.MetricHWTemperature:
 			eachGauge(m, func(dp pmetric.NumberDataPoint, s *nodestate.GPUSample) {
-				if stringAttr(dp.Attributes(), attrSensorLocation) == sensorLocationGPU {
+				if stringAttr(dp.Attributes(), semconv.AttrHWSensorLocation) == semconv.SensorLocationGPU {
 					s.TemperatureC = nodestate.Gauge{Value: pointValue(dp), Valid: true}
 				}
 			}, &readings)
-		case metricClockThrottle:
+		case semconv.MetricGPUClockThrottle:
 			eachGauge(m, func(dp pmetric.NumberDataPoint, s *nodestate.GPUSample) {
-				reason := stringAttr(dp.Attributes(), attrThrottleReason)
+				reason := stringAttr(dp.Attributes(), semconv.AttrGPUThrottleReason)
 				if reason == "" {
 					return
 				}
@@ -126,26 +107,26 @@ func recordGPU(store nodestate.Store, uuid string, sms pmetric.ScopeMetricsSlice
 					s.ThrottleReasons = append(s.ThrottleReasons, reason)
 				}
 			}, &readings)
-		case metricNVLinkErrors:
+		case semconv.MetricGPUNVLinkErrors:
 			eachCounter(m, func(dp pmetric.NumberDataPoint, c nodestate.Counter, s *nodestate.GPUSample) {
 				if k, ok := nvlinkCounters[stringAttr(dp.Attributes(), semconv.AttrErrorType)]; ok {
 					s.Counters[k] = c
 				}
 			}, readings.of)
-		case metricECCErrors:
+		case semconv.MetricGPUECCErrors:
 			eachCounter(m, func(dp pmetric.NumberDataPoint, c nodestate.Counter, s *nodestate.GPUSample) {
-				if k, ok := eccCounters[stringAttr(dp.Attributes(), attrECCType)]; ok {
+				if k, ok := eccCounters[stringAttr(dp.Attributes(), semconv.AttrGPUECCType)]; ok {
 					s.Counters[k] = c
 				}
 			}, readings.of)
-		case metricXIDErrors:
+		case semconv.MetricGPUXIDErrors:
 			eachCounter(m, func(dp pmetric.NumberDataPoint, c nodestate.Counter, s *nodestate.GPUSample) {
 				s.XIDCountersComplete = true
 				if code, ok := xidCode(dp.Attributes()); ok {
 					s.XIDCounters = append(s.XIDCounters, nodestate.XIDCounter{Code: code, Count: c})
 				}
 			}, readings.of)
-		case metricUnresponsive:
+		case semconv.MetricGPUUnresponsive:
 			// dcgmreceiver writes gpu.unresponsive in every scrape, at the
 			// scrape's time, beside gpu.xid.errors with every code counted
 			// so far (no metric at all while there is none): at that time

@@ -3,8 +3,9 @@ package dcgmreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgm
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/exportersrc"
 )
 
 // Sources of GPU fields.
@@ -122,8 +123,8 @@ func (cfg *Config) Validate() error {
 		}
 	case SourceNVML:
 	case SourceExporter:
-		u, err := url.Parse(cfg.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The same check the source makes in Start, worded for the config.
+		if exportersrc.ValidateEndpoint(cfg.Endpoint) != nil {
 			errs = append(errs, fmt.Errorf("endpoint: %q is not an http(s) URL of a dcgm-exporter /metrics page", cfg.Endpoint))
 		}
 	default:

@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/exportersrc"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/kmsg"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/kmsg/kmsgtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -87,7 +88,7 @@ func TestGoldenXIDLogs(t *testing.T) {
 	actual := plog.NewLogs()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		at, msg, ok := kmsg.ParseDmesgLine(sc.Text(), time.UTC)
+		at, msg, ok := kmsgtest.ParseDmesgLine(sc.Text(), time.UTC)
 		if !ok {
 			continue
 		}

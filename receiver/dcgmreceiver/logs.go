@@ -74,7 +74,8 @@ func (b *logsBuilder) unresponsiveLogs(gpu model.GPU, o model.Owner, hung bool, 
 	lr.SetObservedTimestamp(ts)
 	lr.SetEventName(semconv.EventGPUHang)
 	lr.Attributes().PutStr(semconv.AttrEventName, semconv.EventGPUHang)
-	lr.Attributes().PutBool("gpu.unresponsive", hung)
+	// The metric's name as a bool: the correlator reads it as that signal.
+	lr.Attributes().PutBool(semconv.MetricGPUUnresponsive, hung)
 	if hung {
 		lr.SetSeverityNumber(plog.SeverityNumberError)
 		lr.SetSeverityText("error")

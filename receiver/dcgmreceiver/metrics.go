@@ -126,7 +126,7 @@ type otelMetrics struct {
 // GPU (fields sharing it, the throttle reasons), so that its slice is
 // allocated once instead of growing point by point.
 var pointsPerMetric = func() map[string]int {
-	n := map[string]int{model.MetricClockThrottle: len(model.ThrottleReasons)}
+	n := map[string]int{semconv.MetricGPUClockThrottle: len(model.ThrottleReasons)}
 	for _, f := range model.Catalogue {
 		if f.Kind != model.Label && f.ID != model.FieldClocksEventReasons {
 			n[f.OTel]++
@@ -203,13 +203,13 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 		}
 	}
 	for code, n := range xids {
-		dp := om.points(model.MetricXIDErrors, "XID errors seen on the GPU since the receiver started, by XID code.", "{error}", true).AppendEmpty()
+		dp := om.points(semconv.MetricGPUXIDErrors, "XID errors seen on the GPU since the receiver started, by XID code.", "{error}", true).AppendEmpty()
 		dp.SetTimestamp(now)
 		dp.SetStartTimestamp(b.startTime)
 		dp.SetIntValue(n)
-		dp.Attributes().PutInt(model.AttrXID, int64(code))
+		dp.Attributes().PutInt(semconv.AttrGPUXID, int64(code))
 	}
-	dp := om.points(model.MetricUnresponsive, "1 while a driver call for the GPU does not return within call_timeout.", "", false).AppendEmpty()
+	dp := om.points(semconv.MetricGPUUnresponsive, "1 while a driver call for the GPU does not return within call_timeout.", "", false).AppendEmpty()
 	dp.SetTimestamp(now)
 	dp.SetIntValue(boolInt(s.Unresponsive))
 }
@@ -218,11 +218,11 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 // reason, so PromQL can select a reason without bit arithmetic.
 func (b *metricsBuilder) throttleReasons(om *otelMetrics, v model.Value, ts pcommon.Timestamp) {
 	mask := uint64(v.AsFloat())
-	dps := om.points(model.MetricClockThrottle, "1 while the clocks are held down for the reason in gpu.throttle.reason.", "", false)
+	dps := om.points(semconv.MetricGPUClockThrottle, "1 while the clocks are held down for the reason in gpu.throttle.reason.", "", false)
 	for _, r := range model.ThrottleReasons {
 		dp := dps.AppendEmpty()
 		dp.SetTimestamp(ts)
-		dp.Attributes().PutStr(model.AttrThrottleReason, r.Name)
+		dp.Attributes().PutStr(semconv.AttrGPUThrottleReason, r.Name)
 		dp.SetIntValue(boolInt(mask&r.Bit != 0))
 	}
 }
@@ -236,8 +236,8 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 	labels := rm.Resource().Attributes()
 	labels.EnsureCapacity(16)
 	// service.instance.id becomes the instance label after remote write.
-	labels.PutStr("service.name", "dcgm-exporter")
-	putNonEmpty(labels, "service.instance.id", b.hostName)
+	labels.PutStr(semconv.AttrServiceName, "dcgm-exporter")
+	putNonEmpty(labels, semconv.AttrServiceInstanceID, b.hostName)
 	labels.PutStr(labelGPU, strconv.Itoa(g.Index))
 	labels.PutStr(labelUUID, g.UUID)
 	putNonEmpty(labels, labelPCIBusID, g.PCIBusID)

@@ -217,25 +217,25 @@ func TestOTelMetricsFromSnapshot(t *testing.T) {
 		}
 		assert.InDelta(t, want, got, 1e-9, "%s %v", name, attrs)
 	}
-	check(model.MetricTemperature, map[string]string{model.AttrSensorLocation: "gpu"}, 61)
-	check(model.MetricPower, nil, 412.5)
-	check(model.MetricEnergy, nil, 4742.776)
-	check(model.MetricUtilization, map[string]string{model.AttrGPUTask: "general"}, 0.98)
-	check(model.MetricMemoryUsage, nil, 1024*1024*1024)
-	check(model.MetricClockFrequency, map[string]string{model.AttrClockType: "sm"}, 1980e6)
-	check(model.MetricClockThrottle, map[string]string{model.AttrThrottleReason: "sw_power_cap"}, 1)
-	check(model.MetricClockThrottle, map[string]string{model.AttrThrottleReason: "hw_thermal_slowdown"}, 1)
-	check(model.MetricClockThrottle, map[string]string{model.AttrThrottleReason: "gpu_idle"}, 0)
-	check(model.MetricNVLinkErrors, map[string]string{model.AttrNVLinkErrorType: "crc_flit"}, 340)
-	check(model.MetricECCErrors, map[string]string{model.AttrECCType: "dbe_volatile"}, 0)
-	check(model.MetricUnresponsive, nil, 0)
+	check(semconv.MetricHWTemperature, map[string]string{semconv.AttrHWSensorLocation: "gpu"}, 61)
+	check(semconv.MetricHWPower, nil, 412.5)
+	check(semconv.MetricHWEnergy, nil, 4742.776)
+	check(semconv.MetricHWGPUUtilization, map[string]string{semconv.AttrHWGPUTask: "general"}, 0.98)
+	check(semconv.MetricHWGPUMemoryUsage, nil, 1024*1024*1024)
+	check(semconv.MetricGPUClockFrequency, map[string]string{semconv.AttrGPUClockType: "sm"}, 1980e6)
+	check(semconv.MetricGPUClockThrottle, map[string]string{semconv.AttrGPUThrottleReason: "sw_power_cap"}, 1)
+	check(semconv.MetricGPUClockThrottle, map[string]string{semconv.AttrGPUThrottleReason: "hw_thermal_slowdown"}, 1)
+	check(semconv.MetricGPUClockThrottle, map[string]string{semconv.AttrGPUThrottleReason: "gpu_idle"}, 0)
+	check(semconv.MetricGPUNVLinkErrors, map[string]string{semconv.AttrErrorType: "crc_flit"}, 340)
+	check(semconv.MetricGPUECCErrors, map[string]string{semconv.AttrGPUECCType: "dbe_volatile"}, 0)
+	check(semconv.MetricGPUUnresponsive, nil, 0)
 
 	// The not-supported sentinel never becomes a value.
-	_, ok := findPoint(md, model.MetricTemperature, map[string]string{model.AttrSensorLocation: "memory"})
+	_, ok := findPoint(md, semconv.MetricHWTemperature, map[string]string{semconv.AttrHWSensorLocation: "memory"})
 	assert.False(t, ok, "DCGM_INT64_NOT_SUPPORTED emitted as a memory temperature")
 
 	// Counters are cumulative with a start time.
-	dp, _ := findPoint(md, model.MetricNVLinkErrors, map[string]string{model.AttrNVLinkErrorType: "crc_flit"})
+	dp, _ := findPoint(md, semconv.MetricGPUNVLinkErrors, map[string]string{semconv.AttrErrorType: "crc_flit"})
 	assert.NotZero(t, dp.StartTimestamp())
 }
 
@@ -252,7 +252,7 @@ func TestCounterResetStartsNewSeries(t *testing.T) {
 	all := env.metrics.AllMetrics()
 	var starts []pcommon.Timestamp
 	for _, md := range all[:3] {
-		dp, ok := findPoint(md, model.MetricPCIeReplays, nil)
+		dp, ok := findPoint(md, semconv.MetricGPUPCIeReplays, nil)
 		require.True(t, ok)
 		starts = append(starts, dp.StartTimestamp())
 	}
@@ -342,7 +342,7 @@ func TestXIDEventsBecomeLogRecordsAndCounts(t *testing.T) {
 	// Each GPU's count per XID code rides along with its metrics.
 	require.Eventually(t, func() bool {
 		all := env.metrics.AllMetrics()
-		dp, ok := findPoint(all[len(all)-1], model.MetricXIDErrors, map[string]string{model.AttrXID: "48"})
+		dp, ok := findPoint(all[len(all)-1], semconv.MetricGPUXIDErrors, map[string]string{semconv.AttrGPUXID: "48"})
 		return ok && dp.IntValue() == 2
 	}, 10*time.Second, 5*time.Millisecond)
 }
@@ -364,7 +364,7 @@ func TestUnresponsiveGPUReportedOnce(t *testing.T) {
 	env := newTestEnv(t, fastConfig(), src)
 	env.start(t)
 	require.Eventually(t, func() bool { return len(env.metrics.AllMetrics()) >= 3 }, 10*time.Second, 5*time.Millisecond)
-	dp, ok := findPoint(env.metrics.AllMetrics()[0], model.MetricUnresponsive, nil)
+	dp, ok := findPoint(env.metrics.AllMetrics()[0], semconv.MetricGPUUnresponsive, nil)
 	require.True(t, ok)
 	assert.Equal(t, int64(1), dp.IntValue())
 	assert.Equal(t, 1, env.logs.LogRecordCount(), "one record when the GPU stops answering, not one per collection")

@@ -147,7 +147,7 @@ func TestRASInput(t *testing.T) {
 	e.stop(t)
 	recs := findings(e.logs.AllLogs())
 	require.Len(t, recs, 1, "one finding however many polls")
-	assert.Equal(t, sourceRAS, attrStr(recs[0], semconv.AttrNCCLSource))
+	assert.Equal(t, semconv.NCCLSourceRAS, attrStr(recs[0], semconv.AttrNCCLSource))
 	assert.Contains(t, recs[0].Body().Str(), "1")
 }
 

@@ -11,13 +11,9 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
 )
 
-// Metric names (docs/semconv.md).
-const (
-	metricDuration     = "nccl.collective.duration"
-	metricBusBandwidth = "nccl.collective.bus_bandwidth"
-	metricIncomplete   = "nccl.collectives.incomplete"
-	metricTimedOut     = "nccl.collectives.timed_out"
-)
+// metricBusBandwidth is read by no other component; the receiver's other
+// metric names are in internal/semconv (docs/semconv.md).
+const metricBusBandwidth = "nccl.collective.bus_bandwidth"
 
 // durationBounds are the histogram's bucket bounds in seconds: collectives
 // run from microseconds (small all-reduces) to the watchdog's minutes.
@@ -130,7 +126,7 @@ func (m *collectiveMetrics) build(host, job, version string, now time.Time) (pme
 	}
 	for _, k := range sortedKeys(m.durations) {
 		h := m.durations[k]
-		met := get(k.rank, metricDuration, func(met pmetric.Metric) {
+		met := get(k.rank, semconv.MetricNCCLCollectiveDuration, func(met pmetric.Metric) {
 			met.SetDescription("Duration of collectives (CUDA events or the inspector's timing).")
 			met.SetUnit("s")
 			met.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
@@ -155,7 +151,7 @@ func (m *collectiveMetrics) build(host, job, version string, now time.Time) (pme
 		dp.SetDoubleValue(m.busBW[k] * 1e9)
 		attrs(dp.Attributes(), k)
 	}
-	for name, counts := range map[string]map[seriesKey]int64{metricIncomplete: m.incomplete, metricTimedOut: m.timedOut} {
+	for name, counts := range map[string]map[seriesKey]int64{semconv.MetricNCCLCollectivesIncomplete: m.incomplete, semconv.MetricNCCLCollectivesTimedOut: m.timedOut} {
 		for _, k := range sortedKeys(counts) {
 			met := get(k.rank, name, func(met pmetric.Metric) {
 				met.SetDescription("Collectives a dump showed not completed (incomplete) or retired by the watchdog (timed_out).")

@@ -262,13 +262,13 @@ func (r *ncclReceiver) readDump(ctx context.Context, td ptrace.Traces, f watch.F
 	r.state.Dumps[f.Path] = readVersion{Key: key, At: unixNow(r.now)}
 	data, err := watch.ReadFile(f.Path, r.cfg.FlightRecorder.MaxFileSize)
 	if err != nil {
-		r.badInput(ctx, sourceFlightRecorder)
+		r.badInput(ctx, semconv.NCCLSourceFlightRecorder)
 		r.warnOnce("read:"+f.Path, "ncclflightreceiver: cannot read dump, skipping it", zap.String("path", f.Path), zap.Error(err))
 		return "", false, true
 	}
 	dump, warnings, err := frdump.Parse(data)
 	if err != nil {
-		r.badInput(ctx, sourceFlightRecorder)
+		r.badInput(ctx, semconv.NCCLSourceFlightRecorder)
 		r.logger.Warn("ncclflightreceiver: cannot decode dump, skipping it", zap.String("path", f.Path), zap.Error(err))
 		return "", false, true
 	}
@@ -435,7 +435,7 @@ func analysisProblem(f analysis.Finding, key string) problem {
 	}
 	attrs := map[string]any{
 		semconv.AttrNCCLPGName: f.PGName,
-		"nccl.ranks":           ranks,
+		semconv.AttrNCCLRanks:  ranks,
 		"nccl.evidence":        evidence,
 	}
 	if f.PGDesc != "" {
@@ -451,7 +451,7 @@ func analysisProblem(f analysis.Finding, key string) problem {
 	if f.Kind == analysis.KindStraggler || f.Kind == analysis.KindPGStatusDivergence {
 		sev = plog.SeverityNumberWarn
 	}
-	return problem{source: sourceFlightRecorder, kind: string(f.Kind), key: key, message: f.Message, severity: sev, attrs: attrs}
+	return problem{source: semconv.NCCLSourceFlightRecorder, kind: string(f.Kind), key: key, message: f.Message, severity: sev, attrs: attrs}
 }
 
 // pollInspector reads what the inspector files gained and emits it.
@@ -528,7 +528,7 @@ func (r *ncclReceiver) pollRAS(ctx context.Context, c *ras.Client, previous []ra
 	defer r.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
-			r.badInput(ctx, sourceRAS)
+			r.badInput(ctx, semconv.NCCLSourceRAS)
 			r.warnOnce("ras", "ncclflightreceiver: RAS status unavailable, retrying every interval", zap.String("endpoint", r.cfg.RAS.Endpoint), zap.Error(err))
 		}
 		return previous
@@ -549,9 +549,9 @@ func (r *ncclReceiver) pollRAS(ctx context.Context, c *ras.Client, previous []ra
 		for i, rk := range f.Ranks {
 			ranks[i] = int64(rk.Rank)
 		}
-		problems = append(problems, problem{source: sourceRAS, kind: string(f.Kind), key: key, message: f.Message,
+		problems = append(problems, problem{source: semconv.NCCLSourceRAS, kind: string(f.Kind), key: key, message: f.Message,
 			severity: plog.SeverityNumberError,
-			attrs:    map[string]any{semconv.AttrNCCLCommID: f.Communicator, "nccl.ranks": ranks}})
+			attrs:    map[string]any{semconv.AttrNCCLCommID: f.Communicator, semconv.AttrNCCLRanks: ranks}})
 	}
 	r.consumeLogs(ctx, problems)
 	return current

@@ -15,13 +15,6 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
 )
 
-// Sources of spans (nccl.source).
-const (
-	sourceFlightRecorder = "flight_recorder"
-	sourceInspector      = "inspector"
-	sourceRAS            = "ras"
-)
-
 // collectiveTraceID joins the spans of one collective across every rank:
 // the same (job, process group, sequence) gives the same trace id on every
 // node, without coordination.
@@ -144,7 +137,7 @@ func entrySpan(span ptrace.Span, res rankResource, e *frdump.Entry) {
 		kind, seq = "p2p", e.P2PSeqID
 	}
 	span.SetTraceID(collectiveTraceID(res.job, e.PGName, kind, seq))
-	span.SetSpanID(spanID(res.job, res.rank, sourceFlightRecorder, e.PGName, e.RecordID))
+	span.SetSpanID(spanID(res.job, res.rank, semconv.NCCLSourceFlightRecorder, e.PGName, e.RecordID))
 	span.SetName(e.ProfilingName)
 	span.SetKind(ptrace.SpanKindInternal)
 	start := e.TimeCreatedNs
@@ -163,7 +156,7 @@ func entrySpan(span ptrace.Span, res rankResource, e *frdump.Entry) {
 
 	a := span.Attributes()
 	a.EnsureCapacity(16)
-	a.PutStr(semconv.AttrNCCLSource, sourceFlightRecorder)
+	a.PutStr(semconv.AttrNCCLSource, semconv.NCCLSourceFlightRecorder)
 	a.PutStr(semconv.AttrNCCLCollective, collectiveName(e.ProfilingName))
 	a.PutInt(semconv.AttrNCCLRecordID, e.RecordID)
 	a.PutInt(semconv.AttrNCCLOpID, e.OpID)
@@ -213,13 +206,13 @@ func inspectorSpan(span ptrace.Span, job string, r *inspector.Record) {
 		kind = "p2p"
 	}
 	span.SetTraceID(collectiveTraceID(job, r.CommID, kind, r.Seq))
-	span.SetSpanID(spanID(job, r.Rank, sourceInspector, r.CommID, r.Seq))
+	span.SetSpanID(spanID(job, r.Rank, semconv.NCCLSourceInspector, r.CommID, r.Seq))
 	span.SetName(r.Op)
 	start, end := inspectorTimes(r)
 	span.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	span.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
 	a := span.Attributes()
-	a.PutStr(semconv.AttrNCCLSource, sourceInspector)
+	a.PutStr(semconv.AttrNCCLSource, semconv.NCCLSourceInspector)
 	a.PutStr(semconv.AttrNCCLCollective, r.Op)
 	a.PutStr(semconv.AttrNCCLCommID, r.CommID)
 	if kind == "p2p" {

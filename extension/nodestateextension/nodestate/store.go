@@ -74,12 +74,6 @@ const (
 // Option configures a MemoryStore.
 type Option func(*MemoryStore)
 
-// WithClock sets the wall clock used for idle eviction and for rejecting
-// readings from the future (tests).
-func WithClock(now func() time.Time) Option {
-	return func(s *MemoryStore) { s.now = now }
-}
-
 // WithEvictionHook calls hook (under the store's lock: keep it short) each
 // time a GPU (kind KindGPU) or port (KindIBPort) is forgotten.
 func WithEvictionHook(hook func(kind string, reason EvictionReason)) Option {

@@ -38,9 +38,15 @@ func (c *fixedClock) Set(t time.Time) {
 	c.now = t
 }
 
+// withClock sets the wall clock the store reads for idle eviction and for
+// rejecting readings from the future.
+func withClock(now func() time.Time) Option {
+	return func(s *MemoryStore) { s.now = now }
+}
+
 func newTestStore(limits Limits) (*MemoryStore, *fixedClock) {
 	clock := &fixedClock{now: at(0)}
-	return NewMemoryStore(limits, WithClock(clock.Now)), clock
+	return NewMemoryStore(limits, withClock(clock.Now)), clock
 }
 
 func gpuSample(sm, temp float64, crcFlit, dbe uint64, reasons ...string) GPUSample {
@@ -299,7 +305,7 @@ func TestEvictionAtCapacity(t *testing.T) {
 	clock := &fixedClock{now: at(100)}
 	limits := DefaultLimits()
 	limits.MaxGPUs, limits.MaxIBPorts = 2, 1
-	s := NewMemoryStore(limits, WithClock(clock.Now), WithEvictionHook(func(kind string, reason EvictionReason) {
+	s := NewMemoryStore(limits, withClock(clock.Now), WithEvictionHook(func(kind string, reason EvictionReason) {
 		evicted = append(evicted, kind+"/"+string(reason))
 	}))
 	s.RecordGPU("GPU-a", at(1), gpuSample(1, 1, 0, 0))
@@ -427,7 +433,7 @@ func FuzzStore(f *testing.F) {
 	f.Add([]byte{0xff, 0, 0xff, 0, 0x80, 0x7f, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		limits := Limits{Retention: 30 * time.Second, MaxGPUs: 3, MaxIBPorts: 2, MaxSamplesPerSeries: 4, MaxXIDEventsPerGPU: 3}
-		s := NewMemoryStore(limits, WithClock(func() time.Time { return at(200) }))
+		s := NewMemoryStore(limits, withClock(func() time.Time { return at(200) }))
 		for len(ops) >= 4 {
 			op, key, tm := ops[0], ops[1]%5, int(int8(ops[2]))
 			val := uint64(binary.BigEndian.Uint16([]byte{ops[3], op}))

@@ -71,20 +71,6 @@ type Settings struct {
 	Timeout time.Duration
 }
 
-// DefaultSettings enables every source at its default location.
-func DefaultSettings() Settings {
-	return Settings{
-		Kubelet:          true,
-		KubeletSocket:    DefaultKubeletSocket,
-		HPCJobMapping:    true,
-		HPCJobMappingDir: DefaultHPCJobMappingDir,
-		SlurmProcesses:   true,
-		ProcRoot:         DefaultProcRoot,
-		RefreshInterval:  DefaultRefreshInterval,
-		Timeout:          DefaultTimeout,
-	}
-}
-
 // Validate reports settings that cannot work.
 func (s Settings) Validate() error {
 	if s.RefreshInterval < 0 {

@@ -32,7 +32,8 @@ func TestSettingsDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, DefaultRefreshInterval, a.RefreshInterval())
 	assert.True(t, a.Owner(testGPUs[0]).IsZero(), "empty before the first Refresh")
 
-	d := DefaultSettings()
+	// Every source enabled, at its default location, is valid.
+	d := Settings{Kubelet: true, HPCJobMapping: true, SlurmProcesses: true}.withDefaults()
 	assert.True(t, d.Kubelet && d.HPCJobMapping && d.SlurmProcesses)
 	require.NoError(t, d.Validate())
 

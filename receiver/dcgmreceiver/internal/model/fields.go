@@ -1,5 +1,7 @@
 package model
 
+import "github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+
 // FieldID is a DCGM field id (dcgm_fields.h). NVML and dcgm-exporter
 // readings are mapped to the same ids, so the catalogue below is the one
 // list of what the receiver knows.
@@ -100,112 +102,68 @@ type Field struct {
 	AttrKey, AttrValue string
 }
 
-// OTel metric names and attributes used by the catalogue.
-const (
-	MetricClockFrequency    = "gpu.clock.frequency"
-	MetricTemperature       = "hw.temperature"
-	MetricPower             = "hw.power"
-	MetricPowerLimit        = "gpu.power.limit"
-	MetricEnergy            = "hw.energy"
-	MetricPCIeReplays       = "gpu.pcie.replays"
-	MetricUtilization       = "hw.gpu.utilization"
-	MetricMemoryUtilization = "hw.gpu.memory.utilization"
-	MetricXIDLast           = "gpu.xid.last"
-	MetricThrottleDuration  = "gpu.clock.throttle.duration"
-	MetricMemoryLimit       = "hw.gpu.memory.limit"
-	MetricMemoryUsage       = "hw.gpu.memory.usage"
-	MetricFramebuffer       = "gpu.framebuffer"
-	MetricECCErrors         = "gpu.ecc.errors"
-	MetricRetiredPages      = "gpu.memory.retired_pages"
-	MetricRetiredPending    = "gpu.memory.retired_pages.pending"
-	MetricRemappedRows      = "gpu.memory.remapped_rows"
-	MetricRowRemapFailure   = "gpu.memory.row_remap_failure"
-	MetricNVLinkErrors      = "gpu.nvlink.errors"
-	MetricNVLinkBandwidth   = "gpu.nvlink.bandwidth_counter"
-	MetricVGPULicense       = "gpu.vgpu.license_status"
-	MetricProfActive        = "gpu.prof.active"
-	MetricProfSMOccupancy   = "gpu.prof.sm.occupancy"
-	MetricProfPCIeIO        = "gpu.prof.pcie.io"
-	MetricProfNVLinkIO      = "gpu.prof.nvlink.io"
-	MetricClockThrottle     = "gpu.clock.throttle"    // from FieldClocksEventReasons: one 0/1 series per reason
-	MetricXIDErrors         = "gpu.xid.errors"        // from XID events: count per GPU and code
-	MetricUnresponsive      = "gpu.unresponsive"      // 1 while a call for the GPU is stuck
-	AttrClockType           = "gpu.clock.type"        // sm | memory
-	AttrSensorLocation      = "hw.sensor_location"    // gpu | memory
-	AttrGPUTask             = "hw.gpu.task"           // general | encoder | decoder
-	AttrThrottleReason      = "gpu.throttle.reason"   // power | thermal | ...
-	AttrFramebufferState    = "gpu.framebuffer.state" // free | reserved
-	AttrECCType             = "gpu.ecc.type"          // sbe_volatile | dbe_volatile | sbe_aggregate | dbe_aggregate
-	AttrRetirementCause     = "gpu.memory.retirement.cause"
-	AttrRemapType           = "gpu.memory.remap.type" // correctable | uncorrectable
-	AttrNVLinkErrorType     = "error.type"            // crc_flit | crc_data | replay | recovery
-	AttrProfUnit            = "gpu.prof.unit"         // gr_engine | sm | tensor | dram | fp64 | fp32 | fp16
-	AttrDirection           = "network.io.direction"  // transmit | receive
-	AttrXID                 = "gpu.xid"               // XID code
-)
-
 // Catalogue lists every field the receiver knows, in a stable order.
 var Catalogue = []Field{
 	{ID: FieldDriverVersion, Name: "DCGM_FI_DRIVER_VERSION", Kind: Label, Help: "Driver version."},
 
-	{ID: FieldSMClock, Name: "DCGM_FI_DEV_SM_CLOCK", Help: "SM clock frequency (in MHz).", OTel: MetricClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: AttrClockType, AttrValue: "sm"},
-	{ID: FieldMemClock, Name: "DCGM_FI_DEV_MEM_CLOCK", Help: "Memory clock frequency (in MHz).", OTel: MetricClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: AttrClockType, AttrValue: "memory"},
-	{ID: FieldClocksEventReasons, Name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Help: "Current clock throttle reasons (bitmask).", OTel: MetricClockThrottle, Unit: "1", Scale: 1},
-	{ID: FieldMemoryTemp, Name: "DCGM_FI_DEV_MEMORY_TEMP", Help: "Memory temperature (in C).", OTel: MetricTemperature, Unit: "Cel", Scale: 1, AttrKey: AttrSensorLocation, AttrValue: "memory"},
-	{ID: FieldGPUTemp, Name: "DCGM_FI_DEV_GPU_TEMP", Help: "GPU temperature (in C).", OTel: MetricTemperature, Unit: "Cel", Scale: 1, AttrKey: AttrSensorLocation, AttrValue: "gpu"},
-	{ID: FieldPowerUsage, Name: "DCGM_FI_DEV_POWER_USAGE", Help: "Power draw (in W).", OTel: MetricPower, Unit: "W", Scale: 1},
-	{ID: FieldTotalEnergy, Name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Kind: Counter, Help: "Total energy consumption since boot (in mJ).", OTel: MetricEnergy, Unit: "J", Scale: 1e-3},
-	{ID: FieldPowerMgmtLimit, Name: "DCGM_FI_DEV_POWER_MGMT_LIMIT", Help: "Current power limit (in W).", OTel: MetricPowerLimit, Unit: "W", Scale: 1},
-	{ID: FieldPCIeReplayCounter, Name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind: Counter, Help: "Total number of PCIe retries.", OTel: MetricPCIeReplays, Unit: "{replay}", Scale: 1},
-	{ID: FieldGPUUtil, Name: "DCGM_FI_DEV_GPU_UTIL", Help: "GPU utilization (in %).", OTel: MetricUtilization, Unit: "1", Scale: 0.01, AttrKey: AttrGPUTask, AttrValue: "general"},
-	{ID: FieldMemCopyUtil, Name: "DCGM_FI_DEV_MEM_COPY_UTIL", Help: "Memory utilization (in %).", OTel: MetricMemoryUtilization, Unit: "1", Scale: 0.01},
-	{ID: FieldEncUtil, Name: "DCGM_FI_DEV_ENC_UTIL", Help: "Encoder utilization (in %).", OTel: MetricUtilization, Unit: "1", Scale: 0.01, AttrKey: AttrGPUTask, AttrValue: "encoder"},
-	{ID: FieldDecUtil, Name: "DCGM_FI_DEV_DEC_UTIL", Help: "Decoder utilization (in %).", OTel: MetricUtilization, Unit: "1", Scale: 0.01, AttrKey: AttrGPUTask, AttrValue: "decoder"},
-	{ID: FieldXIDErrors, Name: "DCGM_FI_DEV_XID_ERRORS", Help: "Value of the last XID error encountered.", OTel: MetricXIDLast, Unit: "{xid}", Scale: 1},
+	{ID: FieldSMClock, Name: "DCGM_FI_DEV_SM_CLOCK", Help: "SM clock frequency (in MHz).", OTel: semconv.MetricGPUClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: semconv.AttrGPUClockType, AttrValue: "sm"},
+	{ID: FieldMemClock, Name: "DCGM_FI_DEV_MEM_CLOCK", Help: "Memory clock frequency (in MHz).", OTel: semconv.MetricGPUClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: semconv.AttrGPUClockType, AttrValue: "memory"},
+	{ID: FieldClocksEventReasons, Name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Help: "Current clock throttle reasons (bitmask).", OTel: semconv.MetricGPUClockThrottle, Unit: "1", Scale: 1},
+	{ID: FieldMemoryTemp, Name: "DCGM_FI_DEV_MEMORY_TEMP", Help: "Memory temperature (in C).", OTel: semconv.MetricHWTemperature, Unit: "Cel", Scale: 1, AttrKey: semconv.AttrHWSensorLocation, AttrValue: "memory"},
+	{ID: FieldGPUTemp, Name: "DCGM_FI_DEV_GPU_TEMP", Help: "GPU temperature (in C).", OTel: semconv.MetricHWTemperature, Unit: "Cel", Scale: 1, AttrKey: semconv.AttrHWSensorLocation, AttrValue: semconv.SensorLocationGPU},
+	{ID: FieldPowerUsage, Name: "DCGM_FI_DEV_POWER_USAGE", Help: "Power draw (in W).", OTel: semconv.MetricHWPower, Unit: "W", Scale: 1},
+	{ID: FieldTotalEnergy, Name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Kind: Counter, Help: "Total energy consumption since boot (in mJ).", OTel: semconv.MetricHWEnergy, Unit: "J", Scale: 1e-3},
+	{ID: FieldPowerMgmtLimit, Name: "DCGM_FI_DEV_POWER_MGMT_LIMIT", Help: "Current power limit (in W).", OTel: semconv.MetricGPUPowerLimit, Unit: "W", Scale: 1},
+	{ID: FieldPCIeReplayCounter, Name: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind: Counter, Help: "Total number of PCIe retries.", OTel: semconv.MetricGPUPCIeReplays, Unit: "{replay}", Scale: 1},
+	{ID: FieldGPUUtil, Name: "DCGM_FI_DEV_GPU_UTIL", Help: "GPU utilization (in %).", OTel: semconv.MetricHWGPUUtilization, Unit: "1", Scale: 0.01, AttrKey: semconv.AttrHWGPUTask, AttrValue: "general"},
+	{ID: FieldMemCopyUtil, Name: "DCGM_FI_DEV_MEM_COPY_UTIL", Help: "Memory utilization (in %).", OTel: semconv.MetricHWGPUMemoryUtilization, Unit: "1", Scale: 0.01},
+	{ID: FieldEncUtil, Name: "DCGM_FI_DEV_ENC_UTIL", Help: "Encoder utilization (in %).", OTel: semconv.MetricHWGPUUtilization, Unit: "1", Scale: 0.01, AttrKey: semconv.AttrHWGPUTask, AttrValue: "encoder"},
+	{ID: FieldDecUtil, Name: "DCGM_FI_DEV_DEC_UTIL", Help: "Decoder utilization (in %).", OTel: semconv.MetricHWGPUUtilization, Unit: "1", Scale: 0.01, AttrKey: semconv.AttrHWGPUTask, AttrValue: "decoder"},
+	{ID: FieldXIDErrors, Name: "DCGM_FI_DEV_XID_ERRORS", Help: "Value of the last XID error encountered.", OTel: semconv.MetricGPUXIDLast, Unit: "{xid}", Scale: 1},
 
-	{ID: FieldPowerViolation, Name: "DCGM_FI_DEV_POWER_VIOLATION", Kind: Counter, Help: "Throttling duration due to power constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "power"},
-	{ID: FieldThermalViolation, Name: "DCGM_FI_DEV_THERMAL_VIOLATION", Kind: Counter, Help: "Throttling duration due to thermal constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "thermal"},
-	{ID: FieldSyncBoostViolation, Name: "DCGM_FI_DEV_SYNC_BOOST_VIOLATION", Kind: Counter, Help: "Throttling duration due to sync-boost constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "sync_boost"},
-	{ID: FieldBoardLimitViolation, Name: "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", Kind: Counter, Help: "Throttling duration due to board limit constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "board_limit"},
-	{ID: FieldLowUtilViolation, Name: "DCGM_FI_DEV_LOW_UTIL_VIOLATION", Kind: Counter, Help: "Throttling duration due to low utilization (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "low_util"},
-	{ID: FieldReliabilityViol, Name: "DCGM_FI_DEV_RELIABILITY_VIOLATION", Kind: Counter, Help: "Throttling duration due to reliability constraints (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "reliability"},
-	{ID: FieldAppClocksViolation, Name: "DCGM_FI_DEV_TOTAL_APP_CLOCKS_VIOLATION", Kind: Counter, Help: "Throttling duration due to application clocks (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "app_clocks"},
-	{ID: FieldBaseClocksViolation, Name: "DCGM_FI_DEV_TOTAL_BASE_CLOCKS_VIOLATION", Kind: Counter, Help: "Throttling duration due to base clocks (in ns).", OTel: MetricThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: AttrThrottleReason, AttrValue: "base_clocks"},
+	{ID: FieldPowerViolation, Name: "DCGM_FI_DEV_POWER_VIOLATION", Kind: Counter, Help: "Throttling duration due to power constraints (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "power"},
+	{ID: FieldThermalViolation, Name: "DCGM_FI_DEV_THERMAL_VIOLATION", Kind: Counter, Help: "Throttling duration due to thermal constraints (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "thermal"},
+	{ID: FieldSyncBoostViolation, Name: "DCGM_FI_DEV_SYNC_BOOST_VIOLATION", Kind: Counter, Help: "Throttling duration due to sync-boost constraints (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "sync_boost"},
+	{ID: FieldBoardLimitViolation, Name: "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", Kind: Counter, Help: "Throttling duration due to board limit constraints (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "board_limit"},
+	{ID: FieldLowUtilViolation, Name: "DCGM_FI_DEV_LOW_UTIL_VIOLATION", Kind: Counter, Help: "Throttling duration due to low utilization (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "low_util"},
+	{ID: FieldReliabilityViol, Name: "DCGM_FI_DEV_RELIABILITY_VIOLATION", Kind: Counter, Help: "Throttling duration due to reliability constraints (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "reliability"},
+	{ID: FieldAppClocksViolation, Name: "DCGM_FI_DEV_TOTAL_APP_CLOCKS_VIOLATION", Kind: Counter, Help: "Throttling duration due to application clocks (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "app_clocks"},
+	{ID: FieldBaseClocksViolation, Name: "DCGM_FI_DEV_TOTAL_BASE_CLOCKS_VIOLATION", Kind: Counter, Help: "Throttling duration due to base clocks (in ns).", OTel: semconv.MetricGPUThrottleDuration, Unit: "s", Scale: 1e-9, AttrKey: semconv.AttrGPUThrottleReason, AttrValue: "base_clocks"},
 
-	{ID: FieldFBTotal, Name: "DCGM_FI_DEV_FB_TOTAL", Help: "Framebuffer memory total (in MiB).", OTel: MetricMemoryLimit, Unit: "By", Scale: 1 << 20},
-	{ID: FieldFBFree, Name: "DCGM_FI_DEV_FB_FREE", Help: "Framebuffer memory free (in MiB).", OTel: MetricFramebuffer, Unit: "By", Scale: 1 << 20, AttrKey: AttrFramebufferState, AttrValue: "free"},
-	{ID: FieldFBUsed, Name: "DCGM_FI_DEV_FB_USED", Help: "Framebuffer memory used (in MiB).", OTel: MetricMemoryUsage, Unit: "By", Scale: 1 << 20},
-	{ID: FieldFBReserved, Name: "DCGM_FI_DEV_FB_RESERVED", Help: "Framebuffer memory reserved (in MiB).", OTel: MetricFramebuffer, Unit: "By", Scale: 1 << 20, AttrKey: AttrFramebufferState, AttrValue: "reserved"},
+	{ID: FieldFBTotal, Name: "DCGM_FI_DEV_FB_TOTAL", Help: "Framebuffer memory total (in MiB).", OTel: semconv.MetricHWGPUMemoryLimit, Unit: "By", Scale: 1 << 20},
+	{ID: FieldFBFree, Name: "DCGM_FI_DEV_FB_FREE", Help: "Framebuffer memory free (in MiB).", OTel: semconv.MetricGPUFramebuffer, Unit: "By", Scale: 1 << 20, AttrKey: semconv.AttrGPUFramebufferState, AttrValue: "free"},
+	{ID: FieldFBUsed, Name: "DCGM_FI_DEV_FB_USED", Help: "Framebuffer memory used (in MiB).", OTel: semconv.MetricHWGPUMemoryUsage, Unit: "By", Scale: 1 << 20},
+	{ID: FieldFBReserved, Name: "DCGM_FI_DEV_FB_RESERVED", Help: "Framebuffer memory reserved (in MiB).", OTel: semconv.MetricGPUFramebuffer, Unit: "By", Scale: 1 << 20, AttrKey: semconv.AttrGPUFramebufferState, AttrValue: "reserved"},
 
-	{ID: FieldECCSBEVolTotal, Name: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Kind: Counter, Help: "Total number of single-bit volatile ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "sbe_volatile"},
-	{ID: FieldECCDBEVolTotal, Name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Kind: Counter, Help: "Total number of double-bit volatile ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "dbe_volatile"},
-	{ID: FieldECCSBEAggTotal, Name: "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Kind: Counter, Help: "Total number of single-bit persistent ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "sbe_aggregate"},
-	{ID: FieldECCDBEAggTotal, Name: "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Kind: Counter, Help: "Total number of double-bit persistent ECC errors.", OTel: MetricECCErrors, Unit: "{error}", Scale: 1, AttrKey: AttrECCType, AttrValue: "dbe_aggregate"},
-	{ID: FieldRetiredSBE, Name: "DCGM_FI_DEV_RETIRED_SBE", Kind: Counter, Help: "Total number of retired pages due to single-bit errors.", OTel: MetricRetiredPages, Unit: "{page}", Scale: 1, AttrKey: AttrRetirementCause, AttrValue: "sbe"},
-	{ID: FieldRetiredDBE, Name: "DCGM_FI_DEV_RETIRED_DBE", Kind: Counter, Help: "Total number of retired pages due to double-bit errors.", OTel: MetricRetiredPages, Unit: "{page}", Scale: 1, AttrKey: AttrRetirementCause, AttrValue: "dbe"},
-	{ID: FieldRetiredPending, Name: "DCGM_FI_DEV_RETIRED_PENDING", Help: "Total number of pages pending retirement.", OTel: MetricRetiredPending, Unit: "{page}", Scale: 1},
-	{ID: FieldUncorrectableRemap, Name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for uncorrectable errors.", OTel: MetricRemappedRows, Unit: "{row}", Scale: 1, AttrKey: AttrRemapType, AttrValue: "uncorrectable"},
-	{ID: FieldCorrectableRemap, Name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for correctable errors.", OTel: MetricRemappedRows, Unit: "{row}", Scale: 1, AttrKey: AttrRemapType, AttrValue: "correctable"},
-	{ID: FieldRowRemapFailure, Name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", Help: "Whether remapping of rows has failed.", OTel: MetricRowRemapFailure, Unit: "", Scale: 1},
-	{ID: FieldNVLinkCRCFlitErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink flow-control CRC errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "crc_flit"},
-	{ID: FieldNVLinkCRCDataErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink data CRC errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "crc_data"},
-	{ID: FieldNVLinkReplayErrors, Name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink retries.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "replay"},
-	{ID: FieldNVLinkRecoveryErrs, Name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink recovery errors.", OTel: MetricNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: AttrNVLinkErrorType, AttrValue: "recovery"},
-	{ID: FieldNVLinkBandwidthTot, Name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", Kind: Counter, Help: "Total number of NVLink bandwidth counters for all lanes.", OTel: MetricNVLinkBandwidth, Unit: "{count}", Scale: 1},
-	{ID: FieldVGPULicenseStatus, Name: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Help: "vGPU License status", OTel: MetricVGPULicense, Unit: "", Scale: 1},
+	{ID: FieldECCSBEVolTotal, Name: "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Kind: Counter, Help: "Total number of single-bit volatile ECC errors.", OTel: semconv.MetricGPUECCErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrGPUECCType, AttrValue: semconv.ECCTypeSBEVolatile},
+	{ID: FieldECCDBEVolTotal, Name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Kind: Counter, Help: "Total number of double-bit volatile ECC errors.", OTel: semconv.MetricGPUECCErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrGPUECCType, AttrValue: semconv.ECCTypeDBEVolatile},
+	{ID: FieldECCSBEAggTotal, Name: "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Kind: Counter, Help: "Total number of single-bit persistent ECC errors.", OTel: semconv.MetricGPUECCErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrGPUECCType, AttrValue: semconv.ECCTypeSBEAggregate},
+	{ID: FieldECCDBEAggTotal, Name: "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Kind: Counter, Help: "Total number of double-bit persistent ECC errors.", OTel: semconv.MetricGPUECCErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrGPUECCType, AttrValue: semconv.ECCTypeDBEAggregate},
+	{ID: FieldRetiredSBE, Name: "DCGM_FI_DEV_RETIRED_SBE", Kind: Counter, Help: "Total number of retired pages due to single-bit errors.", OTel: semconv.MetricGPURetiredPages, Unit: "{page}", Scale: 1, AttrKey: semconv.AttrGPURetirementCause, AttrValue: "sbe"},
+	{ID: FieldRetiredDBE, Name: "DCGM_FI_DEV_RETIRED_DBE", Kind: Counter, Help: "Total number of retired pages due to double-bit errors.", OTel: semconv.MetricGPURetiredPages, Unit: "{page}", Scale: 1, AttrKey: semconv.AttrGPURetirementCause, AttrValue: "dbe"},
+	{ID: FieldRetiredPending, Name: "DCGM_FI_DEV_RETIRED_PENDING", Help: "Total number of pages pending retirement.", OTel: semconv.MetricGPURetiredPagesPending, Unit: "{page}", Scale: 1},
+	{ID: FieldUncorrectableRemap, Name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for uncorrectable errors.", OTel: semconv.MetricGPURemappedRows, Unit: "{row}", Scale: 1, AttrKey: semconv.AttrGPURemapType, AttrValue: "uncorrectable"},
+	{ID: FieldCorrectableRemap, Name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for correctable errors.", OTel: semconv.MetricGPURemappedRows, Unit: "{row}", Scale: 1, AttrKey: semconv.AttrGPURemapType, AttrValue: "correctable"},
+	{ID: FieldRowRemapFailure, Name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", Help: "Whether remapping of rows has failed.", OTel: semconv.MetricGPURowRemapFailure, Unit: "", Scale: 1},
+	{ID: FieldNVLinkCRCFlitErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink flow-control CRC errors.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorCRCFlit},
+	{ID: FieldNVLinkCRCDataErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink data CRC errors.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorCRCData},
+	{ID: FieldNVLinkReplayErrors, Name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink retries.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorReplay},
+	{ID: FieldNVLinkRecoveryErrs, Name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink recovery errors.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorRecovery},
+	{ID: FieldNVLinkBandwidthTot, Name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", Kind: Counter, Help: "Total number of NVLink bandwidth counters for all lanes.", OTel: semconv.MetricGPUNVLinkBandwidth, Unit: "{count}", Scale: 1},
+	{ID: FieldVGPULicenseStatus, Name: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", Help: "vGPU License status", OTel: semconv.MetricGPUVGPULicense, Unit: "", Scale: 1},
 
-	{ID: FieldProfGREngineActive, Name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", Profiling: true, Help: "Ratio of time the graphics engine is active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "gr_engine"},
-	{ID: FieldProfSMActive, Name: "DCGM_FI_PROF_SM_ACTIVE", Profiling: true, Help: "The ratio of cycles an SM has at least 1 warp assigned.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "sm"},
-	{ID: FieldProfSMOccupancy, Name: "DCGM_FI_PROF_SM_OCCUPANCY", Profiling: true, Help: "The ratio of number of warps resident on an SM.", OTel: MetricProfSMOccupancy, Unit: "1", Scale: 1},
-	{ID: FieldProfTensorActive, Name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Profiling: true, Help: "Ratio of cycles the tensor (HMMA) pipe is active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "tensor"},
-	{ID: FieldProfDRAMActive, Name: "DCGM_FI_PROF_DRAM_ACTIVE", Profiling: true, Help: "Ratio of cycles the device memory interface is active sending or receiving data.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "dram"},
-	{ID: FieldProfFP64Active, Name: "DCGM_FI_PROF_PIPE_FP64_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp64 pipes are active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "fp64"},
-	{ID: FieldProfFP32Active, Name: "DCGM_FI_PROF_PIPE_FP32_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp32 pipes are active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "fp32"},
-	{ID: FieldProfFP16Active, Name: "DCGM_FI_PROF_PIPE_FP16_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp16 pipes are active.", OTel: MetricProfActive, Unit: "1", Scale: 1, AttrKey: AttrProfUnit, AttrValue: "fp16"},
-	{ID: FieldProfPCIeTxBytes, Name: "DCGM_FI_PROF_PCIE_TX_BYTES", Profiling: true, Help: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", OTel: MetricProfPCIeIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "transmit"},
-	{ID: FieldProfPCIeRxBytes, Name: "DCGM_FI_PROF_PCIE_RX_BYTES", Profiling: true, Help: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", OTel: MetricProfPCIeIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "receive"},
-	{ID: FieldProfNVLinkTxBytes, Name: "DCGM_FI_PROF_NVLINK_TX_BYTES", Profiling: true, Help: "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.", OTel: MetricProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "transmit"},
-	{ID: FieldProfNVLinkRxBytes, Name: "DCGM_FI_PROF_NVLINK_RX_BYTES", Profiling: true, Help: "The rate of data received over NVLink, not including protocol headers, in bytes per second.", OTel: MetricProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: AttrDirection, AttrValue: "receive"},
+	{ID: FieldProfGREngineActive, Name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", Profiling: true, Help: "Ratio of time the graphics engine is active.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: "gr_engine"},
+	{ID: FieldProfSMActive, Name: "DCGM_FI_PROF_SM_ACTIVE", Profiling: true, Help: "The ratio of cycles an SM has at least 1 warp assigned.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: semconv.ProfUnitSM},
+	{ID: FieldProfSMOccupancy, Name: "DCGM_FI_PROF_SM_OCCUPANCY", Profiling: true, Help: "The ratio of number of warps resident on an SM.", OTel: semconv.MetricGPUProfSMOccupancy, Unit: "1", Scale: 1},
+	{ID: FieldProfTensorActive, Name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Profiling: true, Help: "Ratio of cycles the tensor (HMMA) pipe is active.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: "tensor"},
+	{ID: FieldProfDRAMActive, Name: "DCGM_FI_PROF_DRAM_ACTIVE", Profiling: true, Help: "Ratio of cycles the device memory interface is active sending or receiving data.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: "dram"},
+	{ID: FieldProfFP64Active, Name: "DCGM_FI_PROF_PIPE_FP64_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp64 pipes are active.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: "fp64"},
+	{ID: FieldProfFP32Active, Name: "DCGM_FI_PROF_PIPE_FP32_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp32 pipes are active.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: "fp32"},
+	{ID: FieldProfFP16Active, Name: "DCGM_FI_PROF_PIPE_FP16_ACTIVE", Profiling: true, Help: "Ratio of cycles the fp16 pipes are active.", OTel: semconv.MetricGPUProfActive, Unit: "1", Scale: 1, AttrKey: semconv.AttrGPUProfUnit, AttrValue: "fp16"},
+	{ID: FieldProfPCIeTxBytes, Name: "DCGM_FI_PROF_PCIE_TX_BYTES", Profiling: true, Help: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", OTel: semconv.MetricGPUProfPCIeIO, Unit: "By/s", Scale: 1, AttrKey: semconv.AttrNetworkIODirection, AttrValue: "transmit"},
+	{ID: FieldProfPCIeRxBytes, Name: "DCGM_FI_PROF_PCIE_RX_BYTES", Profiling: true, Help: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", OTel: semconv.MetricGPUProfPCIeIO, Unit: "By/s", Scale: 1, AttrKey: semconv.AttrNetworkIODirection, AttrValue: "receive"},
+	{ID: FieldProfNVLinkTxBytes, Name: "DCGM_FI_PROF_NVLINK_TX_BYTES", Profiling: true, Help: "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.", OTel: semconv.MetricGPUProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: semconv.AttrNetworkIODirection, AttrValue: "transmit"},
+	{ID: FieldProfNVLinkRxBytes, Name: "DCGM_FI_PROF_NVLINK_RX_BYTES", Profiling: true, Help: "The rate of data received over NVLink, not including protocol headers, in bytes per second.", OTel: semconv.MetricGPUProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: semconv.AttrNetworkIODirection, AttrValue: "receive"},
 }
 
 // Alternative names sources use for a catalogued field.

@@ -8,7 +8,6 @@ package xid // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -49,9 +48,6 @@ var builtin = []Entry{
 	{Code: 119, Name: "GPU recovery action", Severity: Warning, Action: "driver-level recovery, no intervention"},
 	{Code: 120, Name: "GPU recovery action", Severity: Info, Action: "driver-level recovery, no intervention"},
 }
-
-// Builtin returns a copy of the built-in table, ordered by code.
-func Builtin() []Entry { return slices.Clone(builtin) }
 
 // Catalogue maps XID codes to entries. It is read-only once built and safe
 // for concurrent use.
@@ -114,20 +110,4 @@ func (c *Catalogue) Lookup(code int) Entry {
 		return e
 	}
 	return Entry{Code: code, Name: UnknownName, Severity: UnknownSeverity, Action: UnknownAction}
-}
-
-// Known reports whether code has an entry of its own.
-func (c *Catalogue) Known(code int) bool {
-	_, ok := c.entries[code]
-	return ok
-}
-
-// Entries returns every entry, ordered by code.
-func (c *Catalogue) Entries() []Entry {
-	out := make([]Entry, 0, len(c.entries))
-	for _, e := range c.entries {
-		out = append(out, e)
-	}
-	slices.SortFunc(out, func(a, b Entry) int { return a.Code - b.Code })
-	return out
 }

@@ -118,23 +118,6 @@ func (t *Tailer) Track(paths ...string) {
 	}
 }
 
-// Forget stops following path and closes it.
-func (t *Tailer) Forget(path string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if tf, ok := t.files[path]; ok {
-		tf.close()
-		delete(t.files, path)
-	}
-}
-
-// Tracked returns the followed paths, sorted.
-func (t *Tailer) Tracked() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.sortedPaths()
-}
-
 // Stats returns the counters so far.
 func (t *Tailer) Stats() Stats {
 	t.mu.Lock()

@@ -38,8 +38,8 @@ import (
 	"unicode/utf8"
 )
 
-// Options bounds the work and memory of one Decode. A zero field takes its
-// default.
+// Options bounds the work and memory of one DecodeWithOptions call. A zero
+// field takes its default.
 type Options struct {
 	// MaxInputBytes caps the size of the whole stream (default 64 MiB).
 	MaxInputBytes int
@@ -125,9 +125,6 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Kind }
-
-// Decode decodes one pickle with the default Options.
-func Decode(data []byte) (any, error) { return DecodeWithOptions(data, Options{}) }
 
 // DecodeWithOptions decodes one pickle: data must hold exactly one stream,
 // ending with STOP. Errors are *Error.

@@ -88,7 +88,7 @@ func TestDecodeOpcodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Decode(tt.in)
+			got, err := DecodeWithOptions(tt.in, Options{})
 			require.NoError(t, err)
 			if d, ok := got.(*Dict); ok {
 				want := tt.want.(*Dict)
@@ -111,7 +111,7 @@ func TestDecodeMemoSharesValues(t *testing.T) {
 		'h', 1,
 		'e',
 	)
-	got, err := Decode(in)
+	got, err := DecodeWithOptions(in, Options{})
 	require.NoError(t, err)
 	outer := got.([]any)
 	require.Len(t, outer, 4)
@@ -123,12 +123,12 @@ func TestDecodeMemoSharesValues(t *testing.T) {
 func TestDecodeRefusesCodeExecution(t *testing.T) {
 	// The classic payload: os.system("echo pwned").
 	osSystem := []byte("\x80\x02cos\nsystem\nq\x00X\x0a\x00\x00\x00echo pwnedq\x01\x85q\x02Rq\x03.")
-	_, err := Decode(osSystem)
+	_, err := DecodeWithOptions(osSystem, Options{})
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Equal(t, "pickle: offset 2: GLOBAL (0x63 'c'): refused: a dump must never import names, construct objects or run code", err.Error())
 
 	// REDUCE is refused even when nothing was imported.
-	_, err = Decode(p2('N', 'K', 1, 0x85, 'R'))
+	_, err = DecodeWithOptions(p2('N', 'K', 1, 0x85, 'R'), Options{})
 	var perr *Error
 	require.ErrorAs(t, err, &perr)
 	assert.Equal(t, 6, perr.Offset)
@@ -137,7 +137,7 @@ func TestDecodeRefusesCodeExecution(t *testing.T) {
 	// Refused inside a valid-looking dump, after containers were opened.
 	w := pickletest.NewWriter().BeginDict().String("entries").BeginList()
 	w.Raw(0x93) // STACK_GLOBAL
-	_, err = Decode(w.EndList().EndDict().Bytes())
+	_, err = DecodeWithOptions(w.EndList().EndDict().Bytes(), Options{})
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Contains(t, err.Error(), "STACK_GLOBAL (0x93)")
 
@@ -146,7 +146,7 @@ func TestDecodeRefusesCodeExecution(t *testing.T) {
 		0x81: "NEWOBJ", 0x92: "NEWOBJ_EX", 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4",
 		'P': "PERSID", 'Q': "BINPERSID",
 	} {
-		_, err := Decode(p2('N', 'N', code, 0, 0, 0, 0))
+		_, err := DecodeWithOptions(p2('N', 'N', code, 0, 0, 0, 0), Options{})
 		require.ErrorIs(t, err, ErrRefused, name)
 		require.ErrorAs(t, err, &perr)
 		assert.Equal(t, 4, perr.Offset, name)
@@ -163,7 +163,7 @@ func TestDecodeUnsupported(t *testing.T) {
 		"NEXT_BUFFER":    p2(0x97),
 		"unknown opcode": p2(0xff),
 	} {
-		_, err := Decode(in)
+		_, err := DecodeWithOptions(in, Options{})
 		require.ErrorIs(t, err, ErrUnsupported, name)
 		assert.Contains(t, err.Error(), "offset 2", name)
 	}
@@ -197,7 +197,7 @@ func TestDecodeMalformed(t *testing.T) {
 		"PROTO 6":                    {[]byte{0x80, 6, 'N', '.'}, 0, "protocol 6"},
 	}
 	for name, tt := range tests {
-		_, err := Decode(tt.in)
+		_, err := DecodeWithOptions(tt.in, Options{})
 		var perr *Error
 		require.ErrorAs(t, err, &perr, name)
 		assert.ErrorIs(t, err, ErrMalformed, name)
@@ -252,18 +252,18 @@ func TestDecodeLimits(t *testing.T) {
 }
 
 func TestDecodeTruncated(t *testing.T) {
-	_, err := Decode(nil)
+	_, err := DecodeWithOptions(nil, Options{})
 	require.ErrorIs(t, err, ErrTruncated)
 	assert.Equal(t, "pickle: offset 0: truncated input: the stream ends without STOP", err.Error())
 
 	for _, path := range fixturePaths(t) {
 		data := readFile(t, path)
 		for i := range data {
-			_, err := Decode(data[:i])
+			_, err := DecodeWithOptions(data[:i], Options{})
 			require.ErrorIs(t, err, ErrTruncated, "%s cut at %d", path, i)
 		}
 		// A byte beyond STOP is refused too.
-		_, err := Decode(append(append([]byte{}, data...), 0))
+		_, err := DecodeWithOptions(append(append([]byte{}, data...), 0), Options{})
 		require.ErrorIs(t, err, ErrMalformed, path)
 	}
 }
@@ -272,7 +272,7 @@ func TestDecodeTruncated(t *testing.T) {
 // CPython's unpickler makes of them (testdata/*.canon.json, see SOURCES.txt).
 func TestDecodeFixturesMatchCPython(t *testing.T) {
 	for _, path := range fixturePaths(t) {
-		got, err := Decode(readFile(t, path))
+		got, err := DecodeWithOptions(readFile(t, path), Options{})
 		require.NoError(t, err, path)
 
 		var want any
@@ -300,7 +300,7 @@ func TestDecodeTorchStyleStream(t *testing.T) {
 	w.String("process_group").String("0").String("default_pg").Tuple2()
 	w.String("name").String("default_pg") // memoized string, fetched with BINGET
 	w.EndDict()
-	got, err := Decode(w.Bytes())
+	got, err := DecodeWithOptions(w.Bytes(), Options{})
 	require.NoError(t, err)
 
 	d := got.(*Dict)
@@ -326,7 +326,7 @@ func TestDecodeLongMemoIndexes(t *testing.T) {
 	for i := range 600 {
 		w.String("s" + strconv.Itoa(i))
 	}
-	got, err := Decode(w.EndList().Bytes())
+	got, err := DecodeWithOptions(w.EndList().Bytes(), Options{})
 	require.NoError(t, err)
 	items := got.([]any)
 	require.Len(t, items, 1200)
@@ -475,7 +475,7 @@ func BenchmarkDecode2000Entries(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Decode(data); err != nil {
+		if _, err := DecodeWithOptions(data, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,6 @@
 package pickle // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
 
-// The Go values Decode returns:
+// The Go values DecodeWithOptions returns:
 //
 //	pickle            Go
 //	dict              *Dict (keys in insertion order)

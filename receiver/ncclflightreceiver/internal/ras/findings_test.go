@@ -1,6 +1,7 @@
 package ras
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
 	"testing"
@@ -19,7 +20,7 @@ func rank(r int, allReduce uint64) Rank {
 }
 
 func TestFindingsFixture(t *testing.T) {
-	st, err := ParseStatus(readFixture(t))
+	st, err := decodeStatus(bytes.NewReader(readFixture(t)))
 	require.NoError(t, err)
 
 	findings := Findings(st, "job-7")

@@ -1,7 +1,6 @@
 package ras
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,18 +93,9 @@ func (s *Status) Time(loc *time.Location) (time.Time, error) {
 	return t, nil
 }
 
-// ParseStatus parses one STATUS reply in JSON format. Unknown fields are ignored (newer NCCL may add some);
-// anything after the document is ignored, as the server closes the connection after it.
-func ParseStatus(data []byte) (*Status, error) {
-	st, err := decodeStatus(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("ncclflightreceiver: ras: STATUS reply: %w", err)
-	}
-	return st, nil
-}
-
-// decodeStatus reads exactly one JSON document from r. Its errors say what went wrong, not where:
-// callers add that.
+// decodeStatus reads exactly one JSON document, a STATUS reply in JSON format, from r. Unknown fields are
+// ignored (newer NCCL may add some); anything after the document is left unread, as the server closes the
+// connection after it. Its errors say what went wrong, not where: callers add that.
 func decodeStatus(r io.Reader) (*Status, error) {
 	counter := &countingReader{r: r}
 	var st Status

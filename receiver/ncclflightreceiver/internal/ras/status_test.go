@@ -2,9 +2,11 @@ package ras
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +21,8 @@ func readFixture(t testing.TB) []byte {
 	return data
 }
 
-func TestParseStatusFixture(t *testing.T) {
-	st, err := ParseStatus(readFixture(t))
+func TestDecodeStatusFixture(t *testing.T) {
+	st, err := decodeStatus(bytes.NewReader(readFixture(t)))
 	require.NoError(t, err)
 
 	assert.Equal(t, "2.29.1", st.NCCLVersion)
@@ -50,19 +52,20 @@ func TestParseStatusFixture(t *testing.T) {
 	}}, comm.MissingRanks)
 }
 
-func TestParseStatusToleratesUnknownFieldsAndTrailingBytes(t *testing.T) {
+func TestDecodeStatusToleratesUnknownFieldsAndTrailingBytes(t *testing.T) {
 	doc := `{"nccl_version": "2.30.0", "new_top_level": [1, 2], "communicators": [
 	  {"hash": "0x1", "size": 1, "ranks_count": 1, "future": {"x": 1},
 	   "ranks": [{"rank": 0, "collective_counts": {"AllToAll": 3}}], "missing_ranks": []}]}
 	trailing text the server would never send`
-	st, err := ParseStatus([]byte(doc))
+	st, err := decodeStatus(strings.NewReader(doc))
 	require.NoError(t, err)
 	assert.Equal(t, "2.30.0", st.NCCLVersion)
 	require.Len(t, st.Communicators, 1)
 	assert.Equal(t, map[string]uint64{"AllToAll": 3}, st.Communicators[0].Ranks[0].CollectiveCounts)
 }
 
-func TestParseStatusErrors(t *testing.T) {
+// Replies the client cannot use fail with what went wrong and where.
+func TestStatusReplyErrors(t *testing.T) {
 	fixture := readFixture(t)
 	tests := []struct {
 		name    string
@@ -81,10 +84,11 @@ func TestParseStatusErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := ParseStatus(tt.input)
+			addr := fakeRAS(t, newRASServer(tt.input).handle)
+			st, err := New(addr, 5*time.Second, nil).Status(context.Background())
 			require.Error(t, err)
 			assert.Nil(t, st)
-			assert.Contains(t, err.Error(), "ncclflightreceiver: ras: STATUS reply: ")
+			assert.Contains(t, err.Error(), "ncclflightreceiver: ras "+addr+": reading the reply to STATUS: ")
 			assert.Contains(t, err.Error(), tt.wantMsg)
 			if tt.wantIs != nil {
 				assert.ErrorIs(t, err, tt.wantIs)
@@ -94,7 +98,7 @@ func TestParseStatusErrors(t *testing.T) {
 }
 
 func TestStatusTime(t *testing.T) {
-	st, err := ParseStatus(readFixture(t))
+	st, err := decodeStatus(bytes.NewReader(readFixture(t)))
 	require.NoError(t, err)
 	when, err := st.Time(time.UTC)
 	require.NoError(t, err)
@@ -113,9 +117,9 @@ func TestCountingReaderCounts(t *testing.T) {
 	assert.EqualValues(t, 5, counter.n)
 }
 
-// FuzzParseStatus checks that no input makes the parser or the findings panic, and that what parses
+// FuzzDecodeStatus checks that no input makes the parser or the findings panic, and that what parses
 // yields findings with keys and messages.
-func FuzzParseStatus(f *testing.F) {
+func FuzzDecodeStatus(f *testing.F) {
 	fixture := readFixture(f)
 	f.Add(fixture)
 	f.Add(fixture[:len(fixture)/2])
@@ -126,7 +130,7 @@ func FuzzParseStatus(f *testing.F) {
 	f.Add([]byte(`{"nccl_version": "x", "communicators": [{"size": -5, "ranks_count": 9223372036854775807}]}`))
 	f.Add([]byte("ERROR: Unknown command STATUS\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := ParseStatus(data)
+		st, err := decodeStatus(bytes.NewReader(data))
 		if err != nil {
 			require.Nil(t, st)
 			return

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/kmsg/kmsgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -39,7 +40,7 @@ func fixtureKmsg(t testing.TB) string {
 	t.Helper()
 	var b strings.Builder
 	for i, line := range fixtureLines(t) {
-		at, msg, ok := ParseDmesgLine(line, time.UTC)
+		at, msg, ok := kmsgtest.ParseDmesgLine(line, time.UTC)
 		require.True(t, ok)
 		b.WriteString(formatRecord(Record{Level: 3, Seq: uint64(1000 + i), SinceBoot: at.Sub(fixtureBoot), Message: msg}))
 		if i == 0 {

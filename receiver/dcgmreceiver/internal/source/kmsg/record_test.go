@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/kmsg/kmsgtest"
 )
 
 // escapeKmsg escapes a message the way the kernel does for /dev/kmsg:
@@ -106,7 +108,7 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func FuzzParseRecord(f *testing.F) {
 	for i, line := range fixtureLines(f) {
-		_, msg, _ := ParseDmesgLine(line, time.UTC)
+		_, msg, _ := kmsgtest.ParseDmesgLine(line, time.UTC)
 		f.Add([]byte(formatRecord(Record{Level: 4, Seq: uint64(i), SinceBoot: time.Duration(i) * time.Second, Message: msg})))
 	}
 	f.Add([]byte("7,160,424069,-;pci_root PNP0A03:00: host bridge window\n SUBSYSTEM=acpi\n DEVICE=+acpi:PNP0A03:00\n"))

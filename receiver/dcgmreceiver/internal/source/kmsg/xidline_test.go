@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/kmsg/kmsgtest"
 )
 
 const fixturePath = "testdata/gpud_dmesg-with-xid-119.log"
@@ -54,7 +56,7 @@ func TestParseXIDLineFixture(t *testing.T) {
 	var times []time.Time
 	nonXID := 0
 	for i, line := range lines {
-		at, msg, ok := ParseDmesgLine(line, time.UTC)
+		at, msg, ok := kmsgtest.ParseDmesgLine(line, time.UTC)
 		require.True(t, ok, "line %d has a dmesg -T time", i+1)
 		ev, ok, err := ParseXIDLine(msg)
 		require.NoError(t, err, "line %d", i+1)
@@ -201,7 +203,7 @@ var longBusID = regexp.MustCompile(`^[0-9a-f]{8}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7
 func FuzzParseXIDLine(f *testing.F) {
 	for _, line := range fixtureLines(f) {
 		f.Add(line)
-		if _, msg, ok := ParseDmesgLine(line, time.UTC); ok {
+		if _, msg, ok := kmsgtest.ParseDmesgLine(line, time.UTC); ok {
 			f.Add(msg)
 		}
 	}

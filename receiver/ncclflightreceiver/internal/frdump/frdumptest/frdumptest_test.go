@@ -48,7 +48,7 @@ func TestPickleLayout(t *testing.T) {
 	data := Pickle(d)
 
 	assert.Equal(t, 1, bytes.Count(data, []byte("site-packages/trainer/module_1.py")), "strings are memoized")
-	v, err := pickle.Decode(data)
+	v, err := pickle.DecodeWithOptions(data, pickle.Options{})
 	require.NoError(t, err)
 	top := v.(*pickle.Dict)
 	var keys []string
@@ -71,7 +71,7 @@ func TestPickleLayout(t *testing.T) {
 	assert.Equal(t, d.Entries[0].TimeCreatedNs, created)
 
 	older := Synthetic(SyntheticConfig{Entries: 1, Version: "2.7"})
-	v, err = pickle.Decode(Pickle(older))
+	v, err = pickle.DecodeWithOptions(Pickle(older), pickle.Options{})
 	require.NoError(t, err)
 	version, _ := v.(*pickle.Dict).Get("nccl_version")
 	assert.Equal(t, "2.21.5", version, "nccl_version before 2.10")

@@ -35,7 +35,7 @@ func TestWriterWritesTorchLayout(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 
-	v, err := pickle.Decode(got)
+	v, err := pickle.DecodeWithOptions(got, pickle.Options{})
 	require.NoError(t, err)
 	d := v.(*pickle.Dict)
 	a, _ := d.Get("a")
@@ -66,7 +66,7 @@ func TestWriterLongMemo(t *testing.T) {
 	assert.Equal(t, []byte{'r', 0, 1, 0, 0}, data[before:before+5], "LONG_BINPUT past 255")
 	assert.Equal(t, []byte{'j', 0, 1, 0, 0, 'h', 3}, data[before+5:before+12], "LONG_BINGET past 255")
 
-	v, err := pickle.Decode(data)
+	v, err := pickle.DecodeWithOptions(data, pickle.Options{})
 	require.NoError(t, err)
 	items := v.([]any)
 	require.Len(t, items, 259)

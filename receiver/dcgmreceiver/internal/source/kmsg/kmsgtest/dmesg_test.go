@@ -1,6 +1,8 @@
-package kmsg
+package kmsgtest
 
 import (
+	"bufio"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -55,4 +57,19 @@ func FuzzParseDmesgLine(f *testing.F) {
 			t.Fatalf("at=%v msg=%q from %q", at, msg, line)
 		}
 	})
+}
+
+// fixtureLines are the lines of the kmsg package's dmesg -T capture.
+func fixtureLines(t testing.TB) []string {
+	t.Helper()
+	f, err := os.Open("../testdata/gpud_dmesg-with-xid-119.log")
+	require.NoError(t, err)
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	require.NoError(t, sc.Err())
+	return lines
 }

@@ -1,4 +1,8 @@
-package kmsg
+// Package kmsgtest reads `dmesg -T` captures, the form kernel-log fixtures
+// are published in, for the tests of the packages that read the kernel log:
+// they turn a capture's lines into the /dev/kmsg records and messages the
+// receiver really reads.
+package kmsgtest // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/kmsg/kmsgtest"
 
 import (
 	"strings"
