@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // Mode selects which inputs the correlator reads.
@@ -94,8 +95,29 @@ func (cfg *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// loadRules merges the configured rules over the defaults.
+// loadRules merges the configured rules over the defaults and checks that
+// every rule reads only signals some component emits.
 func (cfg *Config) loadRules() ([]rules.Rule, error) {
+	rs, err := cfg.mergeRules()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if err := r.ValidateSignals(emitted); err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+	}
+	return rs, nil
+}
+
+// emitted reports whether a component emits signal (internal/semconv's
+// registry of the signals rules may read).
+func emitted(signal string) bool {
+	return len(semconv.SignalEmitters(signal)) > 0
+}
+
+// mergeRules merges the configured rules over the defaults.
+func (cfg *Config) mergeRules() ([]rules.Rule, error) {
 	defaults, err := rules.Default()
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)

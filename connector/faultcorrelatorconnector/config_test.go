@@ -12,9 +12,10 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // loadConfig unmarshals testdata/config.yaml's faultcorrelator/<name> over
@@ -165,4 +166,43 @@ func TestRulesMergeOverDefaults(t *testing.T) {
 	rs, err = cfg.loadRules()
 	require.NoError(t, err)
 	assert.Len(t, rs, len(defaults)-1)
+}
+
+// Every signal a default rule reads is one some component emits
+// (internal/semconv's registry): a default reading a name nothing writes
+// would never fire.
+func TestDefaultRulesReadEmittedSignals(t *testing.T) {
+	defaults, err := rules.Default()
+	require.NoError(t, err)
+	for _, r := range defaults {
+		for _, c := range append(append([]rules.Condition{}, r.All...), r.Any...) {
+			name := rules.SignalName(c.Signal)
+			assert.NotEmpty(t, semconv.SignalEmitters(name), "rule %q reads %q, which no component emits (internal/semconv/signals.go)", r.Name, name)
+		}
+	}
+	require.NoError(t, createDefaultConfig().(*Config).Validate())
+}
+
+func TestRuleReadingUnknownSignalFailsValidation(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		rules any
+		want  string
+	}{
+		{"added rule", []any{map[string]any{"name": "mine", "fault_type": "gpu.thermal", "severity": "P2", "action": "none",
+			"blast_radius": "gpu", "confidence": 0.5, "entity": "gpu", "window": "1m",
+			"all": []any{map[string]any{"signal": "gpu.temprature{hw.sensor_location=gpu}", "agg": "max", "op": ">", "value": 90}}}},
+			`rules: rules: rule "mine": field all[0]: signal: no component emits "gpu.temprature"`},
+		{"default overridden",
+			"rules:\n  - {name: xid_48, fault_type: gpu.xid, severity: P1, action: cordon, blast_radius: gpu, confidence: 1, entity: gpu, window: 5m, all: [{signal: gpu.xid.code, in: [48]}]}\n",
+			`rules: rules: rule "xid_48": field all[0]: signal: no component emits "gpu.xid.code"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			cfg.Rules = tt.rules
+			err := confmap.Validate(cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
 }

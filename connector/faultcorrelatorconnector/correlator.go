@@ -19,10 +19,15 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
+
+// maxIncidentsPerHost bounds the incident onsets remembered per host
+// (escalation).
+const maxIncidentsPerHost = 64
 
 type counterKey struct {
 	entity fault.Entity
@@ -119,7 +124,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 	}
 	for _, r := range rs {
 		for _, cond := range append(append([]rules.Condition{}, r.All...), r.Any...) {
-			if cond.Signal == signalHeartbeat && cond.Agg == rules.AggAbsent {
+			if cond.Signal == semconv.SignalNodeHeartbeat && cond.Agg == rules.AggAbsent {
 				c.silentRules[r.Name] = true
 			}
 		}
@@ -134,9 +139,7 @@ func (c *correlator) Capabilities() consumer.Capabilities {
 // Start registers the faults_open gauge and evaluates the rules every
 // evaluation_interval until Shutdown.
 func (c *correlator) Start(context.Context, component.Host) error {
-	gauge, err := c.meter.Int64ObservableGauge("otelcol_faultcorrelator_faults_open",
-		metric.WithDescription("Faults open now, by fault.type and fault.severity. [Development]"),
-		metric.WithUnit("{fault}"))
+	gauge, err := metadata.NewFaultsOpenGauge(c.meter)
 	if err != nil {
 		return fmt.Errorf("faultcorrelator: creating the faults_open gauge: %w", err)
 	}
@@ -272,7 +275,7 @@ func (c *correlator) evaluate(ctx context.Context) error {
 	}
 	ld := plog.NewLogs()
 	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
-	sl.Scope().SetName(metadata.ScopeName)
+	sl.Scope().SetName(semconv.ScopeFaultRecords)
 	for _, r := range records {
 		r.ToLogRecord(sl.LogRecords().AppendEmpty())
 	}
@@ -393,7 +396,7 @@ func (c *correlator) countOpened(records []fault.Record, now time.Time) {
 				kept = kept[1:]
 			}
 			kept = append(kept, r.FirstSeen)
-			c.observe(where{host: r.HostName}, rules.Sample{Signal: signalFaultOpened, Value: 1, Text: r.IDType() + " " + r.ID, At: r.FirstSeen})
+			c.observe(where{host: r.HostName}, rules.Sample{Signal: semconv.SignalFaultOpened, Value: 1, Text: r.IDType() + " " + r.ID, At: r.FirstSeen})
 		}
 		c.incidents[r.HostName] = kept
 	}

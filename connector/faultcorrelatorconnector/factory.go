@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
 var errConfigNotFaultCorrelator = errors.New("faultcorrelator: creating the connector: config is not a *faultcorrelator.Config")

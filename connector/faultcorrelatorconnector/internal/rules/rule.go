@@ -8,6 +8,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
@@ -173,6 +174,33 @@ func (r Rule) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidateSignals reports the first condition of r naming a signal that
+// emitted says nothing emits, naming the rule, the condition and the
+// signal: such a rule would never hold. A selector
+// ("gpu.nvlink.errors{error.type=crc_flit}") names its signal before "{".
+// Validate stays free of it, so that the evaluator's own tests may use
+// made-up signals; the connector passes its registry (internal/semconv).
+func (r Rule) ValidateSignals(emitted func(signal string) bool) error {
+	for _, conds := range []struct {
+		field string
+		list  []Condition
+	}{{"all", r.All}, {"any", r.Any}} {
+		for i, c := range conds.list {
+			if name := SignalName(c.Signal); !emitted(name) {
+				return fmt.Errorf("rules: rule %q: field %s[%d]: signal: no component emits %q", r.Name, conds.field, i, name)
+			}
+		}
+	}
+	return nil
+}
+
+// SignalName is the signal a condition's signal field names: the text
+// before a "{k=v}" selector.
+func SignalName(signal string) string {
+	name, _, _ := strings.Cut(signal, "{")
+	return name
 }
 
 func (c Condition) validate() error {

@@ -55,3 +55,18 @@ func TestDisabledRuleNeedsOnlyAName(t *testing.T) {
 	assert.NoError(t, Rule{Name: "x", Disabled: true}.Validate())
 	assert.Error(t, Rule{Disabled: true}.Validate())
 }
+
+func TestValidateSignalsNamesRuleAndSignal(t *testing.T) {
+	one := 1.0
+	known := map[string]bool{"gpu.nvlink.errors": true, "gpu.xid": true}
+	emitted := func(s string) bool { return known[s] }
+	r := Rule{Name: "mine",
+		All: []Condition{{Signal: "gpu.nvlink.errors{error.type=crc_flit}", Agg: AggDelta, Op: OpGT, Value: &one}},
+		Any: []Condition{{Signal: "gpu.xid", In: []any{48}}, {Signal: "gpu.bogus{k=v}", Op: OpGT, Value: &one}}}
+	err := r.ValidateSignals(emitted)
+	assert.EqualError(t, err, `rules: rule "mine": field any[1]: signal: no component emits "gpu.bogus"`)
+	r.Any = r.Any[:1]
+	assert.NoError(t, r.ValidateSignals(emitted), "a selector names its signal before {")
+	assert.Equal(t, "hw.errors", SignalName("hw.errors{error.type=link_downed}"))
+	assert.Equal(t, "gpu.xid", SignalName("gpu.xid"))
+}

@@ -1,0 +1,90 @@
+package faultcorrelatorconnector // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
+
+import (
+	"strconv"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+)
+
+// where is what one input says about the entities it belongs to.
+type where struct {
+	host, gpu, job, ibDevice, ibPort string
+	rank                             int64
+	rankKnown                        bool
+}
+
+// read fills w from attrs; later maps (a record's own attributes) override
+// earlier ones (its resource's). One pass over attrs: a rank span carries
+// some twenty attributes, and a lookup per field walked them six times.
+func (w *where) read(attrs pcommon.Map) {
+	str := func(v pcommon.Value, dst *string) {
+		if s := v.AsString(); s != "" {
+			*dst = s
+		}
+	}
+	for k, v := range attrs.All() {
+		switch k {
+		case semconv.AttrHostName:
+			str(v, &w.host)
+		case semconv.AttrGPUUUID:
+			str(v, &w.gpu)
+		case semconv.AttrTrainingJobID:
+			str(v, &w.job)
+		case semconv.AttrIBDevice:
+			str(v, &w.ibDevice)
+		case semconv.AttrIBPort:
+			str(v, &w.ibPort)
+		case semconv.AttrTrainingRank:
+			switch v.Type() {
+			case pcommon.ValueTypeInt:
+				w.rank, w.rankKnown = v.Int(), true
+			case pcommon.ValueTypeStr:
+				if n, err := strconv.ParseInt(v.Str(), 10, 64); err == nil {
+					w.rank, w.rankKnown = n, true
+				}
+			}
+		}
+	}
+}
+
+// maxEntitiesPerInput bounds entities: GPU, IB port, rank, node and job.
+const maxEntitiesPerInput = 5
+
+// entities lists every entity the input belongs to, finest first: a signal
+// is observed under each, so rules on any kind see it.
+func (w where) entities() []fault.Entity {
+	return w.entitiesInto(nil, "")
+}
+
+// rankKey is the key of the rank entity of job's rank.
+func rankKey(job string, rank int64) string {
+	return job + "/" + strconv.FormatInt(rank, 10)
+}
+
+// entitiesInto is entities appended to out, so that a caller can pass an
+// array's slice and spare the allocation; rk, when not empty, is the rank
+// key the caller already built.
+func (w where) entitiesInto(out []fault.Entity, rk string) []fault.Entity {
+	if w.gpu != "" {
+		out = append(out, fault.Entity{Kind: fault.EntityGPU, Key: w.gpu})
+	}
+	if w.host != "" && w.ibDevice != "" && w.ibPort != "" {
+		out = append(out, fault.Entity{Kind: fault.EntityIBPort, Key: w.host + "/" + w.ibDevice + "/" + w.ibPort})
+	}
+	if w.job != "" && w.rankKnown {
+		if rk == "" {
+			rk = rankKey(w.job, w.rank)
+		}
+		out = append(out, fault.Entity{Kind: fault.EntityRank, Key: rk})
+	}
+	if w.host != "" {
+		out = append(out, fault.Entity{Kind: fault.EntityNode, Key: w.host})
+	}
+	if w.job != "" {
+		out = append(out, fault.Entity{Kind: fault.EntityJob, Key: w.job})
+	}
+	return out
+}

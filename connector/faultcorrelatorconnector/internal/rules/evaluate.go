@@ -1,0 +1,328 @@
+package rules
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// Match is one rule holding for one entity at evaluation time. The
+// correlator turns it into a fault record (and keeps the first onset while
+// the fault stays open, so that the fault id does not move).
+type Match struct {
+	Rule        string
+	FaultType   fault.Type
+	XID         int // the gpu.xid code among the evidence, 0 when none
+	Severity    fault.Severity
+	Action      fault.Action
+	BlastRadius fault.BlastRadius
+	Confidence  float64
+	Entity      fault.Entity
+	Window      time.Duration // the rule's window
+	Since       time.Time     // earliest supporting sample in the window
+	At          time.Time     // latest supporting sample
+	Evidence    []fault.Evidence
+}
+
+// Evaluate expires old samples and entities and returns every rule that
+// holds at now, ordered by rule (configuration order) and entity.
+func (e *Evaluator) Evaluate(now time.Time) []Match {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Match
+	// Observe trims a series as samples arrive; only a series that stopped
+	// receiving them still holds samples older than it keeps. Freeing those
+	// once a minute is enough and spares every evaluation a pass over them.
+	sweep := !now.Before(e.nextSweep)
+	if sweep {
+		e.nextSweep = now.Add(sweepEvery)
+	}
+	for ent, st := range e.entities {
+		if st.lastSeen.Before(now.Add(-e.ForgetAfter(ent.Kind))) {
+			st.forgotten = true
+			for _, sr := range st.series {
+				if sr != nil {
+					sr.drop(&e.texts)
+				}
+			}
+			st.series = nil // an EntityRef may keep st a while
+			delete(e.entities, ent)
+			continue
+		}
+		if sweep {
+			for _, sr := range st.series {
+				if sr != nil && sr.lastSeen.Before(now.Add(-sr.keep)) {
+					sr.drop(&e.texts)
+				}
+			}
+		}
+		for _, ri := range e.byKind[ent.Kind] {
+			if m, ok := e.rules[ri].evaluate(e.conds[ri], ent, st, now, &e.texts); ok {
+				out = append(out, m)
+			}
+		}
+	}
+	order := make(map[string]int, len(e.rules))
+	for i, r := range e.rules {
+		order[r.Name] = i
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Rule != out[j].Rule {
+			return order[out[i].Rule] < order[out[j].Rule]
+		}
+		// Kind, then key: the order of Entity.String() (no kind is a prefix
+		// of another) without building the strings.
+		if out[i].Entity.Kind != out[j].Entity.Kind {
+			return out[i].Entity.Kind < out[j].Entity.Kind
+		}
+		return out[i].Entity.Key < out[j].Entity.Key
+	})
+	return out
+}
+
+// observed reports whether st has what c reads: a cheap test that spares
+// most rules of most entities (an XID rule on a GPU without XIDs) the work.
+func (c Condition) observed(sr *series) bool {
+	switch {
+	case c.PassIfMissing:
+		return true
+	case c.Agg == AggAbsent:
+		return sr != nil
+	}
+	return sr != nil && len(sr.points) > 0
+}
+
+func (r Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now time.Time, texts *textTable) (Match, bool) {
+	for i, c := range r.All {
+		if !c.observed(st.get(cr.all[i])) {
+			return Match{}, false
+		}
+	}
+	if len(r.Any) > 0 {
+		some := false
+		for i, c := range r.Any {
+			some = some || c.observed(st.get(cr.any[i]))
+		}
+		if !some {
+			return Match{}, false
+		}
+	}
+	m := Match{Rule: r.Name, FaultType: r.FaultType, Severity: r.Severity, Action: r.Action,
+		BlastRadius: r.BlastRadius, Confidence: r.Confidence, Entity: ent, Window: r.Window}
+	from := now.Add(-r.Window)
+	add := func(evs []fault.Evidence, latest time.Time) {
+		if latest.After(m.At) {
+			m.At = latest
+		}
+		for _, ev := range evs {
+			if m.Since.IsZero() || ev.Time.Before(m.Since) {
+				m.Since = ev.Time
+			}
+			if ev.Time.After(m.At) {
+				m.At = ev.Time
+			}
+			if ev.Signal == fault.AttrGPUXID && m.XID == 0 {
+				m.XID = int(ev.Value)
+			}
+		}
+		m.Evidence = append(m.Evidence, evs...)
+	}
+	for i, c := range r.All {
+		evs, latest, ok := c.holds(st.get(cr.all[i]), from, now, texts)
+		if !ok {
+			return Match{}, false
+		}
+		add(evs, latest)
+	}
+	if len(r.Any) > 0 {
+		anyHeld := false
+		for i, c := range r.Any {
+			if evs, latest, ok := c.holds(st.get(cr.any[i]), from, now, texts); ok {
+				anyHeld = true
+				add(evs, latest)
+			}
+		}
+		if !anyHeld {
+			return Match{}, false
+		}
+	}
+	if len(m.Evidence) == 0 {
+		return Match{}, false // only pass_if_missing conditions held: nothing observed
+	}
+	return m, true
+}
+
+// holds tests c over the samples of sr in [from, now] and returns the
+// evidence that supports it and the time of the latest supporting sample.
+// A match condition (in, nan) gives the earliest matching sample as its
+// evidence: the onset, which stays put as later samples arrive, so that
+// replicas that evaluate at other moments agree on it.
+func (c Condition) holds(sr *series, from, now time.Time, texts *textTable) ([]fault.Evidence, time.Time, bool) {
+	if c.Agg == AggAbsent {
+		if sr == nil || !sr.lastSeen.Before(from) {
+			return nil, time.Time{}, false
+		}
+		return []fault.Evidence{{Signal: c.Signal, Value: now.Sub(sr.lastSeen).Seconds(), Time: sr.lastSeen}}, sr.lastSeen, true
+	}
+	var ws []point
+	if sr != nil {
+		ws = sr.within(nanos(from), nanos(now))
+	}
+	need := max(c.MinSamples, c.LastSamples, 1)
+	if len(ws) < need {
+		return nil, time.Time{}, c.PassIfMissing && len(ws) == 0
+	}
+	if c.LastSamples > 0 {
+		ws = ws[len(ws)-c.LastSamples:]
+	}
+	evidence := func(p point, v float64) []fault.Evidence {
+		return []fault.Evidence{{Signal: c.Signal, Value: v, Text: texts.text(p.text), Time: p.time(), TraceID: p.traceID, SpanID: p.spanID}}
+	}
+
+	if len(c.In) > 0 || c.Op == OpNaN {
+		first, last := -1, -1
+		for i, p := range ws {
+			if c.matches(p, texts) {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if first < 0 {
+			return nil, time.Time{}, false
+		}
+		return evidence(ws[first], ws[first].value), ws[last].time(), true
+	}
+
+	if c.Agg == AggDistinct {
+		evs := distinct(c.Signal, ws, texts)
+		if !c.Op.compare(float64(len(evs)), *c.Value) {
+			return nil, time.Time{}, false
+		}
+		return evs, evs[len(evs)-1].Time, true
+	}
+
+	last := ws[len(ws)-1]
+	at := last
+	var x float64
+	switch c.Agg {
+	case AggMin, AggMax:
+		x = last.value
+		for _, p := range ws {
+			if (c.Agg == AggMin && p.value < x) || (c.Agg == AggMax && p.value > x) {
+				x, at = p.value, p
+			}
+		}
+	case AggMean:
+		for _, p := range ws {
+			x += p.value
+		}
+		x /= float64(len(ws))
+	case AggCount:
+		x = float64(len(ws))
+	case AggDelta, AggRate:
+		x = counterGrowth(ws)
+		if c.Agg == AggRate {
+			span := time.Duration(last.at - ws[0].at).Seconds()
+			if span <= 0 {
+				return nil, time.Time{}, false
+			}
+			x /= span
+		}
+	case AggBaselineRatio:
+		found := false
+		for _, p := range ws {
+			if !p.baseOK || p.base <= 0 {
+				continue
+			}
+			if ratio := p.value / p.base; !found || ratio > x {
+				x, at, found = ratio, p, true
+			}
+		}
+		if !found {
+			return nil, time.Time{}, c.PassIfMissing
+		}
+	default: // last
+		x = last.value
+	}
+	if !c.Op.compare(x, *c.Value) {
+		return nil, time.Time{}, false
+	}
+	return evidence(at, x), at.time(), true
+}
+
+// distinct returns one evidence per distinct value in ws (its latest
+// sample), oldest first.
+func distinct(signal string, ws []point, texts *textTable) []fault.Evidence {
+	type key struct {
+		text  uint32
+		nan   bool
+		value float64
+	}
+	seen := make(map[key]bool, len(ws))
+	var out []fault.Evidence
+	for i := len(ws) - 1; i >= 0; i-- {
+		p := ws[i]
+		k := key{text: p.text}
+		switch {
+		case p.text != 0:
+		case math.IsNaN(p.value): // NaN is not equal to itself: one key for all
+			k.nan = true
+		default:
+			k.value = p.value
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, fault.Evidence{Signal: signal, Value: p.value, Text: texts.text(p.text), Time: p.time(), TraceID: p.traceID, SpanID: p.spanID})
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// counterGrowth sums the increases between consecutive samples; a drop is a
+// counter reset (driver reload, exporter restart), after which the new value
+// is the growth since the reset.
+func counterGrowth(ws []point) float64 {
+	g := 0.0
+	for i := 1; i < len(ws); i++ {
+		d := ws[i].value - ws[i-1].value
+		if d < 0 {
+			d = ws[i].value
+		}
+		if !math.IsNaN(d) {
+			g += d
+		}
+	}
+	return g
+}
+
+// matches reports whether p is a sample an in: or op: nan condition
+// looks for.
+func (c Condition) matches(p point, texts *textTable) bool {
+	if c.Op == OpNaN {
+		return p.text == 0 && (math.IsNaN(p.value) || math.IsInf(p.value, 0))
+	}
+	return c.inSet(p, texts)
+}
+
+func (c Condition) inSet(p point, texts *textTable) bool {
+	for _, v := range c.In {
+		if s, ok := v.(string); ok {
+			if p.text != 0 && texts.text(p.text) == s {
+				return true
+			}
+			continue
+		}
+		if n, ok := c.inNumber(v); ok && p.text == 0 && p.value == n {
+			return true
+		}
+	}
+	return false
+}
