@@ -37,6 +37,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/k8s"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // poolLabel puts each scenario's nodes in their own pool: the breaker's
@@ -179,7 +180,7 @@ func gpuHealthy(n *corev1.Node) corev1.ConditionStatus {
 
 func consumeRecords(t *testing.T, exp *remediationExporter, recs ...fault.Record) {
 	t.Helper()
-	require.NoError(t, exp.ConsumeLogs(context.Background(), logsOf(CorrelatorScopeName, recs...)))
+	require.NoError(t, exp.ConsumeLogs(context.Background(), logsOf(semconv.ScopeFaultRecords, recs...)))
 }
 
 // TestEnvtestExporter shares one control plane between the scenarios; each
@@ -445,7 +446,7 @@ func testRecordToCordonLatency(t *testing.T, cp *controlPlane) {
 	sentAt := map[string]time.Time{}
 	for _, name := range names {
 		rec := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, name, fault.StateOpen)
-		ld := logsOf(CorrelatorScopeName, rec)
+		ld := logsOf(semconv.ScopeFaultRecords, rec)
 		sentAt[name] = time.Now()
 		require.NoError(t, exp.ConsumeLogs(ctx, ld))
 	}

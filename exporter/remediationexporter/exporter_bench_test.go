@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // BenchmarkRecordToQuarantine measures a fault record handed to ConsumeLogs
@@ -32,7 +33,7 @@ func BenchmarkRecordToQuarantine(b *testing.B) {
 		require.NoError(b, exp.Start(context.Background(), componenttest.NewNopHost()))
 		batches := make([]plog.Logs, faults)
 		for j := range batches {
-			batches[j] = logsOf(CorrelatorScopeName, faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, fmt.Sprintf("node%03d", j), fault.StateOpen))
+			batches[j] = logsOf(semconv.ScopeFaultRecords, faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, fmt.Sprintf("node%03d", j), fault.StateOpen))
 		}
 		starts := make([]time.Time, faults)
 		for j := range batches {

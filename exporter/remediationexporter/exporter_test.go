@@ -13,6 +13,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 func TestDBEQuarantinesAndPages(t *testing.T) {
@@ -116,13 +117,13 @@ func TestOnlyCorrelatorRecordsAreActedOn(t *testing.T) {
 	require.NoError(t, h.exp.ConsumeLogs(context.Background(), logsOf("otlp/training-pod", dbe)))
 	// The same record after the edge renamed it, under the correlator's
 	// scope name: it no longer parses.
-	forged := logsOf(CorrelatorScopeName, dbe)
+	forged := logsOf(semconv.ScopeFaultRecords, dbe)
 	require.Positive(t, fault.StripForged(forged))
 	require.NoError(t, h.exp.ConsumeLogs(context.Background(), forged))
 	// Garbage does not panic.
 	junk := plog.NewLogs()
 	sl := junk.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
-	sl.Scope().SetName(CorrelatorScopeName)
+	sl.Scope().SetName(semconv.ScopeFaultRecords)
 	sl.LogRecords().AppendEmpty().Attributes().PutInt("fault.id", 7)
 	require.NoError(t, h.exp.ConsumeLogs(context.Background(), junk))
 
@@ -416,7 +417,7 @@ func TestCancelledContextActsOnNothing(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := h.exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl019", fault.StateOpen)))
+	err := h.exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl019", fault.StateOpen)))
 	assert.ErrorIs(t, err, context.Canceled)
 	q, _ := h.platform.counts()
 	assert.Zero(t, q)
@@ -432,10 +433,4 @@ func TestRecordWithoutNode(t *testing.T) {
 	require.Len(t, skipped, 1)
 	assert.Equal(t, "the record names no node", skipped[0].Reason)
 	assert.Len(t, h.hook.got(), 1, "a human still hears of it")
-}
-
-func TestCorrelatorScopeNameMatchesTheCorrelator(t *testing.T) {
-	// processor/faultcorrelator/internal/metadata.ScopeName, which this
-	// package cannot import.
-	assert.Equal(t, "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator", CorrelatorScopeName)
 }

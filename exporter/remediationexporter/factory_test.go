@@ -11,6 +11,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 func TestFactoryCreatesDryRunExporter(t *testing.T) {
@@ -24,7 +25,7 @@ func TestFactoryCreatesDryRunExporter(t *testing.T) {
 	assert.False(t, exp.Capabilities().MutatesData)
 	// Default: dry run, no platform, no webhook; a DBE is only logged.
 	require.NoError(t, exp.ConsumeLogs(context.Background(),
-		logsOf(CorrelatorScopeName, faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen))))
+		logsOf(semconv.ScopeFaultRecords, faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen))))
 	require.NoError(t, exp.Shutdown(context.Background()))
 }
 

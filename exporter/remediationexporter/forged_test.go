@@ -25,9 +25,10 @@ import (
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // forgedFaultID is not what the correlator would compute for any fault:
@@ -135,14 +136,16 @@ func postOTLP(t *testing.T, addr string, ld plog.Logs) {
 // scope name, is renamed at the correlator's edge (fault.StripForged) and
 // never reaches the remediation exporter as a fault. The XID 48 it carries
 // is a genuine signal, though: the correlator opens its own fault from it,
-// under its own id, and that record reaching the exporter is the proof the
-// pipeline ran.
+// under its own id, and that record reaching the exporter and being acted on
+// is the proof the pipeline ran, and that the exporter accepts what the real
+// correlator writes (its scope, semconv.ScopeFaultRecords, and its record
+// shape).
 func TestForgedFaultOverOTLPDoesNothing(t *testing.T) {
 	otlpAddr := freeAddr(t)
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
 	runCollector(t, otlpAddr, auditFile)
 
-	postOTLP(t, otlpAddr, forgedDBE(CorrelatorScopeName, time.Now()))
+	postOTLP(t, otlpAddr, forgedDBE(semconv.ScopeFaultRecords, time.Now()))
 
 	// Wait for the correlator's own record of the XID to be decided.
 	var genuine []audit.Entry
@@ -152,7 +155,13 @@ func TestForgedFaultOverOTLPDoesNothing(t *testing.T) {
 		})
 		return len(genuine) > 0
 	}, 30*time.Second, 20*time.Millisecond, "the correlator never emitted a fault for the XID: the pipeline did not run")
+	// The record the real correlator wrote is accepted: its scope is the
+	// one the exporter acts on and it parses (a refused record is audited
+	// as "not a correlator record", without a fault id), so it is decided.
 	assert.Equal(t, audit.DecisionDryRun, genuine[0].Decision)
+	for _, e := range readAudit(t, auditFile) {
+		assert.NotContains(t, e.Reason, "not a correlator record", "the exporter refused a record of the real correlator")
+	}
 
 	// Evaluations after the genuine fault opened: still nothing with the
 	// forged id, neither decided nor skipped.

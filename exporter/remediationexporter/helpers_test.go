@@ -25,6 +25,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 func TestMain(m *testing.M) {
@@ -301,7 +302,7 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 }
 
 func (h *harness) consume(recs ...fault.Record) error {
-	return h.exp.ConsumeLogs(context.Background(), logsOf(CorrelatorScopeName, recs...))
+	return h.exp.ConsumeLogs(context.Background(), logsOf(semconv.ScopeFaultRecords, recs...))
 }
 
 func (h *harness) audit() []audit.Entry {

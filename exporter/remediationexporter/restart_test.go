@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 )
 
@@ -118,7 +119,7 @@ func TestRestartIgnoresDryRunWhenActingAndOldEntries(t *testing.T) {
 	for _, e := range []audit.Entry{
 		{Time: now.Add(-time.Minute), Decision: audit.DecisionDryRun, Step: stepQuarantine, FaultID: tried.ID,
 			Node: "xl003", Platform: "kubernetes", Actions: []string{"cordon", "taint", "condition"}},
-		{Time: now.Add(-openRetention - time.Hour), Decision: audit.DecisionActed, Step: stepQuarantine, FaultID: old.ID,
+		{Time: now.Add(-lifecycle.OpenRetention - time.Hour), Decision: audit.DecisionActed, Step: stepQuarantine, FaultID: old.ID,
 			Node: "xl004", Platform: "kubernetes", Actions: []string{"cordon", "taint", "condition"}},
 	} {
 		require.NoError(t, l.Record(e))

@@ -20,6 +20,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm/slurmtest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // slurmNodeState is the node's state as sinfo prints it (idle, drained,
@@ -44,7 +45,7 @@ func TestSlurmExporter(t *testing.T) {
 
 	// A DBE drains gpu-node1 with our reason.
 	dbe := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "gpu-node1", fault.StateOpen)
-	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, dbe)))
+	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, dbe)))
 	reasons := c.DrainReasons()
 	require.Contains(t, reasons, "gpu-node1", "drained")
 	assert.True(t, strings.HasPrefix(reasons["gpu-node1"], "otelcol-gpu:"), reasons["gpu-node1"])
@@ -61,17 +62,17 @@ func TestSlurmExporter(t *testing.T) {
 
 	// An NVLink fault drains gpu-node2.
 	nvlink := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "gpu-node2", fault.StateOpen)
-	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, nvlink)))
+	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, nvlink)))
 	require.Contains(t, c.DrainReasons(), "gpu-node2")
 
 	// The DBE resolves: it waits for a human, decided at once.
-	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, withState(dbe, fault.StateResolved))))
+	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, withState(dbe, fault.StateResolved))))
 	held := auditEntries(t, cfg.AuditFile, stepDecision(stepRelease, audit.DecisionSkipped, "gpu-node1"))
 	require.Len(t, held, 1)
 	assert.Contains(t, held[0].Reason, "waits for a human")
 
 	// The NVLink fault resolves: RESUME after the verification window.
-	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, withState(nvlink, fault.StateResolved))))
+	require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, withState(nvlink, fault.StateResolved))))
 	c.WaitFor("gpu-node2 resumed", func() bool {
 		_, drained := c.DrainReasons()["gpu-node2"]
 		return !drained && strings.HasPrefix(slurmNodeState(c, "gpu-node2"), "idle")
@@ -120,13 +121,13 @@ func TestSlurmExporterTwoFaultsOneNode(t *testing.T) {
 		if (a.ID > b.ID) == (i == 0) {
 			a, b = b, a
 		}
-		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, a)))
-		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, b)))
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, a)))
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, b)))
 		reason := c.DrainReasons()[node]
 		require.Equal(t, "otelcol-gpu: nvlink.degraded "+a.ID, reason, "drained under the first fault only")
 
-		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, withState(a, fault.StateResolved))))
-		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(CorrelatorScopeName, withState(b, fault.StateResolved))))
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, withState(a, fault.StateResolved))))
+		require.NoError(t, exp.ConsumeLogs(ctx, logsOf(semconv.ScopeFaultRecords, withState(b, fault.StateResolved))))
 		c.WaitFor(node+" resumed", func() bool {
 			_, drained := c.DrainReasons()[node]
 			return !drained && strings.HasPrefix(slurmNodeState(c, node), "idle")

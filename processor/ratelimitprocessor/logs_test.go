@@ -2,8 +2,6 @@ package ratelimitprocessor
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // newLogs returns a logs processor at rate/burst per host on a fake clock.
@@ -209,15 +208,14 @@ func TestMalformedLogsNeverPanic(t *testing.T) {
 	assert.Equal(t, 2, sink.LogRecordCount(), "the out-of-range severity passes; the two keyless records share one bucket of 1")
 }
 
-// The scope names are copied from components whose metadata packages are
-// internal; this test fails when one of them renames its scope.
-func TestProtectedScopesMatchTheirComponents(t *testing.T) {
-	for _, dir := range []string{"receiver/dcgmreceiver", "receiver/ncclflightreceiver", "processor/faultcorrelator"} {
-		src, err := os.ReadFile(filepath.Join("..", "..", dir, "internal", "metadata", "metadata.go"))
-		require.NoError(t, err)
-		name := "github.com/otelcol-gpu/otelcol-gpu/" + dir
-		assert.Contains(t, string(src), `ScopeName = "`+name+`"`)
-		assert.True(t, protectedScopes[name], name)
-	}
-	assert.Len(t, protectedScopes, 3)
+// The scopes never limited are exactly those internal/semconv names for
+// the GPU and NCCL receivers and the correlator's fault records: the
+// components write their records under those names, and
+// TestProtectedLogsSurvive checks the names as they arrive on the wire.
+func TestProtectedScopesAreTheSemconvScopes(t *testing.T) {
+	assert.Equal(t, map[string]bool{
+		semconv.ScopeDCGMReceiver:       true,
+		semconv.ScopeNCCLFlightReceiver: true,
+		semconv.ScopeFaultRecords:       true,
+	}, protectedScopes)
 }

@@ -11,17 +11,14 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
-// attrStepSlow marks a step the straggler processor found slow
-// (processor/stragglerprocessor).
-const attrStepSlow = "step.slow"
-
-// spanProtected: error spans and slow steps are what tail sampling and
-// fault evidence need, so they are never dropped.
+// spanProtected: error spans and slow steps (step.slow, written by the
+// straggler processor) are what tail sampling and fault evidence need, so
+// they are never dropped.
 func spanProtected(sp ptrace.Span) bool {
 	if sp.Status().Code() == ptrace.StatusCodeError {
 		return true
 	}
-	v, ok := sp.Attributes().Get(attrStepSlow)
+	v, ok := sp.Attributes().Get(semconv.AttrStepSlow)
 	if !ok {
 		return false
 	}
@@ -37,38 +34,28 @@ func spanProtected(sp ptrace.Span) bool {
 
 // protectedScopes are the scopes of records that are never limited:
 // every record of the GPU and NCCL receivers (XIDs, hung GPUs, NCCL
-// findings) and the correlator's fault records. The names are the scope
-// names in those components' internal/metadata packages, which this
-// package cannot import; TestProtectedScopesMatchTheirComponents keeps them
-// in step.
+// findings) and the correlator's fault records.
 var protectedScopes = map[string]bool{
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver":       true,
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver": true,
-	"github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator":   true,
+	semconv.ScopeDCGMReceiver:       true,
+	semconv.ScopeNCCLFlightReceiver: true,
+	semconv.ScopeFaultRecords:       true,
 }
 
 // protectedAttrs mark a record as evidence of a fault wherever it came
 // from (a script's own log, kmsg relayed over OTLP).
 var protectedAttrs = map[string]bool{
-	"xid":                   true, // bare XID code, as some log shippers name it
-	semconv.AttrGPUXID:      true, // gpu.xid: the dcgm receiver's XID records (ECC XIDs 48, 63, 64, 94, 95 among them)
-	"gpu.xid.code":          true,
-	"gpu.unresponsive":      true, // the dcgm receiver's hung-GPU records
-	semconv.AttrNCCLFinding: true, // nccl.finding: the ncclflight receiver's hang/mismatch/timeout findings
-	"training.error":        true, // a script's error, read by the correlator
-	"training.loss":         true, // a script's loss, read by the correlator's loss rules
+	"xid":                         true, // bare XID code, as some log shippers name it
+	semconv.AttrGPUXID:            true, // gpu.xid: the dcgm receiver's XID records (ECC XIDs 48, 63, 64, 94, 95 among them)
+	"gpu.xid.code":                true, // the same, under the gpu namespace
+	semconv.MetricGPUUnresponsive: true, // gpu.unresponsive: the dcgm receiver's hung-GPU records carry it as a bool
+	semconv.AttrNCCLFinding:       true, // nccl.finding: the ncclflight receiver's hang/mismatch/timeout findings
+	semconv.AttrTrainingError:     true, // a script's error, read by the correlator
+	semconv.AttrTrainingLoss:      true, // a script's loss, read by the correlator's loss rules
 }
 
 // protectedEventPrefixes: gpu.xid, gpu.unresponsive, gpu.fault, nccl.finding
 // and whatever those namespaces add.
 var protectedEventPrefixes = []string{"gpu.", "nccl.", fault.FaultAttrPrefix}
-
-// Attributes of a step record sent as a log (connector/steplogsconnector
-// turns it into the rank's train.step span).
-const (
-	attrIterationStep = "iteration.step"
-	attrDurationNS    = "duration_ns"
-)
 
 func protectedEvent(name string) bool {
 	for _, p := range protectedEventPrefixes {
@@ -95,9 +82,11 @@ func recordProtected(lr plog.LogRecord) bool {
 			protected = v.Type() == pcommon.ValueTypeStr && protectedEvent(v.Str())
 		case strings.HasPrefix(k, fault.FaultAttrPrefix):
 			protected = true
-		case k == attrIterationStep:
+		// iteration.step with duration_ns is a step record sent as a log
+		// (connector/steplogsconnector turns it into the rank's train.step span).
+		case k == semconv.AttrIterationStep:
 			step = true
-		case k == attrDurationNS:
+		case k == semconv.AttrDurationNs:
 			duration = true
 		}
 		return !protected

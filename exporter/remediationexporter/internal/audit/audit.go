@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 )
 
 // Decisions.
@@ -92,8 +94,10 @@ func endLastLine(f *os.File) error {
 func (l *Log) Record(e Entry) error {
 	fields := []zap.Field{
 		zap.String("decision", e.Decision), zap.String("step", e.Step),
-		zap.String("fault.id", e.FaultID), zap.String("fault.type", e.FaultType),
-		zap.String("fault.state", e.State), zap.String("fault.severity", e.Severity),
+		// Named as the fault record's attributes, so a log search by them
+		// finds the decisions too.
+		zap.String(fault.AttrID, e.FaultID), zap.String(fault.AttrType, e.FaultType),
+		zap.String(fault.AttrState, e.State), zap.String(fault.AttrSeverity, e.Severity),
 		zap.String("node", e.Node), zap.String("platform", e.Platform), zap.Strings("actions", e.Actions),
 		zap.String("outcome", e.Outcome), zap.String("rule", e.Rule), zap.String("reason", e.Reason),
 	}

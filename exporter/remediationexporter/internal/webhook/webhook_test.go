@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/goleak"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
@@ -175,4 +177,27 @@ func TestPayloadJSONKeepsNaNEvidence(t *testing.T) {
 	assert.Equal(t, "NaN", ev[0].(map[string]any)["value"])
 	assert.Equal(t, 2.5, ev[1].(map[string]any)["value"])
 	assert.Equal(t, "node:xl003", f["fault.entity"])
+}
+
+// The payload's fault object is named after the record's attributes
+// (payload.go): every attribute the correlator writes on a full record is
+// a key of it, so a receiver reads the same names as a log search.
+func TestPayloadFaultKeysAreTheRecordAttributes(t *testing.T) {
+	at := time.Date(2025, 3, 14, 9, 26, 40, 0, time.UTC)
+	r := fault.Record{ID: "a07573c9c14f1fae", Type: fault.TypeGPUMemoryDBE, State: fault.StateOpen, Severity: fault.SeverityP1,
+		Confidence: 0.9, Rule: "xid_dbe", Action: fault.ActionCordon, BlastRadius: fault.BlastGPU,
+		Entity: fault.Entity{Kind: fault.EntityGPU, Key: "GPU-5"}, XID: 48, HostName: "xl003", GPUUUID: "GPU-5",
+		JobID: "llama-70b", RankKnown: true, Rank: 3, FirstSeen: at, LastSeen: at,
+		Evidence: []fault.Evidence{{Signal: "gpu.xid", Value: 48, Time: at}}}
+	lr := plog.NewLogRecord()
+	r.ToLogRecord(lr)
+	b, err := json.Marshal(FaultFromRecord(r))
+	require.NoError(t, err)
+	var keys map[string]any
+	require.NoError(t, json.Unmarshal(b, &keys))
+	require.Positive(t, lr.Attributes().Len())
+	lr.Attributes().Range(func(k string, _ pcommon.Value) bool {
+		assert.Contains(t, keys, k, "attribute %s of the fault record", k)
+		return true
+	})
 }

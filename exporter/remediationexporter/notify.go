@@ -1,0 +1,89 @@
+package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter"
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// notify sends the record and the node step's outcome to the webhook: once
+// per fault, again only when its severity rises (the route changes).
+// Callers hold e.mu.
+func (e *remediationExporter) notify(ctx context.Context, r fault.Record, d policy.Decision, node, outcome, reason string, actions []string) error {
+	entry := withRule(entryFor(r, stepWebhook), d.Rule)
+	entry.Node, entry.Platform = node, e.platformName()
+	if !e.state.WebhookDue(r.ID, r.Severity) {
+		e.record(withDecision(entry, audit.DecisionSkipped, "duplicate: webhook already sent for this fault"))
+		return nil
+	}
+	if outcome == "" {
+		outcome = "none"
+	}
+	if actions == nil {
+		actions = []string{}
+	}
+	p := webhook.Payload{Route: policy.Route(r.Severity), Fault: webhook.FaultFromRecord(r), Decision: webhook.Decision{
+		Request: string(d.Request), Outcome: outcome, Actions: actions, Platform: e.platformName(), Node: node,
+		Reason: reason, Rule: d.Rule, DryRun: e.cfg.DryRun,
+	}}
+	if e.cfg.DryRun {
+		body, _ := json.Marshal(p)
+		e.state.WebhookSent(r.ID, r.Severity)
+		e.record(withDecision(entry, audit.DecisionDryRun, "would post to the webhook: "+string(body)))
+		return nil
+	}
+	if e.webhook == nil {
+		e.record(withDecision(entry, audit.DecisionSkipped, "webhook not configured"))
+		return nil
+	}
+	if err := e.post(ctx, entry, p, r.ID+"/"+string(r.State)+"/"+string(d.Request)); err != nil {
+		return err
+	}
+	e.state.WebhookSent(r.ID, r.Severity)
+	return nil
+}
+
+// notifyResolved sends a fault's resolution to the webhook that heard of
+// it. Callers hold e.mu.
+func (e *remediationExporter) notifyResolved(ctx context.Context, r fault.Record, node string) error {
+	d := policy.Decision{Rule: "", Request: policy.RequestNotify}
+	entry := entryFor(r, stepWebhook)
+	entry.Node = node
+	p := webhook.Payload{Route: policy.Route(r.Severity), Fault: webhook.FaultFromRecord(r), Decision: webhook.Decision{
+		Request: string(d.Request), Outcome: "resolved", Actions: []string{}, Platform: e.platformName(), Node: node,
+		DryRun: e.cfg.DryRun,
+	}}
+	switch {
+	case e.cfg.DryRun:
+		e.record(withDecision(entry, audit.DecisionDryRun, "would post the resolution to the webhook"))
+		return nil
+	case e.webhook == nil:
+		return nil
+	}
+	return e.post(ctx, entry, p, r.ID+"/resolved/notify")
+}
+
+// post signs and sends p, retried by the webhook client; delivery is its
+// idempotency key for the receiver.
+func (e *remediationExporter) post(ctx context.Context, entry audit.Entry, p webhook.Payload, delivery string) error {
+	p.SentAt = e.clock.Now().UTC().Format(time.RFC3339Nano)
+	body, err := json.Marshal(p)
+	if err != nil {
+		e.record(withDecision(entry, audit.DecisionFailed, err.Error()))
+		return err
+	}
+	attempts, err := e.webhook.Send(ctx, body, delivery)
+	entry.Attempts = attempts
+	if err != nil {
+		e.record(withDecision(entry, audit.DecisionFailed, err.Error()))
+		return fmt.Errorf("remediationexporter: webhook for fault %s: %w", entry.FaultID, err)
+	}
+	e.record(withDecision(entry, audit.DecisionActed, "posted ("+p.Route+", "+p.Decision.Request+")"))
+	return nil
+}

@@ -1,0 +1,138 @@
+package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// quarantine applies the node actions the decision adds for this fault.
+// It returns the outcome for the webhook payload (acted, dry_run, skipped,
+// failed, or "" when there was nothing to do), why, and the actions.
+// Callers hold e.mu.
+func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d policy.Decision, node string) (string, string, []string, error) {
+	want := policy.ForPlatform(d.NodeActions, e.platformName())
+	if len(want) == 0 {
+		return "", "", nil, nil
+	}
+	entry := withRule(entryFor(r, stepQuarantine), d.Rule)
+	entry.Node, entry.Platform = node, e.platformName()
+	now := e.clock.Now()
+	plan := e.state.PlanQuarantine(r.ID, node, want, now)
+	toApply := plan.Actions
+	entry.Actions = actionNames(toApply)
+	skip := func(reason string) (string, string, []string, error) {
+		e.record(withDecision(entry, audit.DecisionSkipped, reason))
+		return audit.DecisionSkipped, reason, entry.Actions, nil
+	}
+	if plan.Skip != "" {
+		return skip(plan.Skip)
+	}
+	req := actuator.Request{Node: node, GPUUUID: r.GPUUUID, FaultID: r.ID, FaultType: string(r.Type),
+		Severity: string(r.Severity), Reason: r.IDType() + " " + r.ID, Actions: toApply}
+
+	if e.cfg.DryRun || e.platform == nil {
+		platform := e.platformName()
+		if platform == "" {
+			platform = "no platform configured"
+		}
+		reason := fmt.Sprintf("would call Quarantine on %s: node=%s actions=[%s] reason=%q gpu=%q",
+			platform, node, strings.Join(entry.Actions, ","), req.Reason, req.GPUUUID)
+		if !e.cfg.DryRun {
+			// Acting, but no platform: the webhook is the only output.
+			return skip("no platform configured: " + reason)
+		}
+		e.state.Quarantined(r.ID, node, toApply, true, d.HoldReason)
+		e.record(withDecision(entry, audit.DecisionDryRun, reason))
+		return audit.DecisionDryRun, reason, entry.Actions, nil
+	}
+
+	// The breaker is consulted before every quarantine; once tripped it
+	// stays so until a human resets it.
+	breaker := e.platform.Breaker()
+	tripped, err := breaker.Tripped(ctx)
+	if err == nil && !tripped {
+		e.breakerAlerted = false // a human reset it: alert on the next trip
+		var admitted bool
+		admitted, err = breaker.Admit(ctx, node, now)
+		tripped = err == nil && !admitted
+	}
+	if err != nil {
+		reason := "circuit breaker unavailable: " + err.Error()
+		e.record(withDecision(entry, audit.DecisionFailed, reason))
+		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: fault %s: %w", r.ID, err)
+	}
+	if tripped {
+		outcome, reason, actions, _ := skip("circuit breaker tripped: quarantining stopped until a human resets it")
+		return outcome, reason, actions, e.alertBreaker(ctx, r, node)
+	}
+
+	res, attempts, err := e.retry(ctx, func(ctx context.Context) (actuator.Result, error) { return e.platform.Quarantine(ctx, req) })
+	entry.Attempts, entry.Outcome = attempts, string(res.Outcome)
+	if err != nil {
+		// Not marked as applied: the next record of the fault (or a
+		// redelivery of this batch) tries again.
+		reason := err.Error()
+		e.record(withDecision(entry, audit.DecisionFailed, reason))
+		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: quarantine %s for fault %s: %w", node, r.ID, err)
+	}
+	switch res.Outcome {
+	case actuator.Applied, actuator.AlreadyDone:
+		e.state.Quarantined(r.ID, node, toApply, true, d.HoldReason)
+		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
+		return audit.DecisionActed, res.Detail, entry.Actions, nil
+	default: // foreign, excluded, not found: left alone, once for this fault
+		e.state.Quarantined(r.ID, node, toApply, false, "")
+		reason := string(res.Outcome)
+		if res.Detail != "" {
+			reason += ": " + res.Detail
+		}
+		return skip(reason)
+	}
+}
+
+// retry calls op up to max_attempts times with exponential backoff.
+func (e *remediationExporter) retry(ctx context.Context, op func(context.Context) (actuator.Result, error)) (actuator.Result, int, error) {
+	backoff := e.cfg.Backoff.Initial
+	for attempt := 1; ; attempt++ {
+		res, err := op(ctx)
+		if err == nil || attempt >= e.cfg.MaxAttempts || ctx.Err() != nil {
+			return res, attempt, err
+		}
+		if serr := e.sleep(ctx, backoff); serr != nil {
+			return res, attempt, errors.Join(err, serr)
+		}
+		backoff = min(2*backoff, e.cfg.Backoff.Max)
+	}
+}
+
+// alertBreaker pages once per trip. Callers hold e.mu.
+func (e *remediationExporter) alertBreaker(ctx context.Context, r fault.Record, node string) error {
+	if e.breakerAlerted {
+		return nil
+	}
+	entry := entryFor(r, stepWebhook)
+	entry.Node, entry.Platform = node, e.platformName()
+	if e.webhook == nil {
+		e.breakerAlerted = true
+		e.record(withDecision(entry, audit.DecisionSkipped, "breaker tripped; webhook not configured: page a human another way"))
+		return nil
+	}
+	p := webhook.Payload{Route: "page", Fault: webhook.FaultFromRecord(r), Decision: webhook.Decision{
+		Request: string(policy.RequestBreakerTripped), Outcome: audit.DecisionSkipped, Actions: []string{},
+		Platform: e.platformName(), Node: node,
+		Reason: "breaker tripped: the exporter stopped quarantining nodes; a human must check the cluster and reset the breaker",
+	}}
+	if err := e.post(ctx, entry, p, r.ID+"/breaker_tripped"); err != nil {
+		return err
+	}
+	e.breakerAlerted = true
+	return nil
+}

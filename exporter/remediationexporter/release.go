@@ -1,0 +1,117 @@
+package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter"
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// resolve handles a resolved record: bookkeeping, a resolution webhook, and
+// a return to service once every fault on the node is resolved. Callers
+// hold e.mu.
+func (e *remediationExporter) resolve(ctx context.Context, r fault.Record) error {
+	res := e.state.Resolve(r.ID, nodeOf(r), e.clock.Now())
+	if res.Skip != "" {
+		e.record(withDecision(entryFor(r, stepRecord), audit.DecisionSkipped, res.Skip))
+		return nil
+	}
+	var err error
+	if res.Webhooked {
+		err = e.notifyResolved(ctx, r, res.Node)
+	}
+	rd := res.Release
+	switch {
+	case rd.Skip != "":
+		entry := entryFor(r, stepRelease)
+		entry.Node, entry.Platform, entry.Actions = rd.Release.Node, e.platformName(), actionNames(rd.Release.Actions)
+		e.record(withDecision(entry, audit.DecisionSkipped, rd.Skip))
+	case rd.Schedule:
+		e.scheduleRelease(rd.Release)
+	}
+	return err
+}
+
+// scheduleRelease starts the verification window of a release the state
+// scheduled. Callers hold e.mu.
+func (e *remediationExporter) scheduleRelease(rel lifecycle.Release) {
+	name := rel.Node
+	e.releaseTimers[name] = e.clock.AfterFunc(e.cfg.VerificationWindow, func() { e.releaseAfterWindow(name) })
+	e.logger.Info("remediation: return to service scheduled after the verification window",
+		zap.String("node", name), zap.Duration("verification_window", e.cfg.VerificationWindow), zap.Strings("fault.ids", rel.FaultIDs))
+}
+
+// releaseCancelled stops the window of a release the state cancelled, and
+// audits why. Callers hold e.mu.
+func (e *remediationExporter) releaseCancelled(rel lifecycle.Release, why string) {
+	if stop := e.releaseTimers[rel.Node]; stop != nil {
+		stop()
+		delete(e.releaseTimers, rel.Node)
+	}
+	e.record(audit.Entry{Decision: audit.DecisionSkipped, Step: stepRelease, Node: rel.Node, Platform: e.platformName(),
+		Actions: actionNames(rel.Actions), Reason: "return to service cancelled: " + why})
+}
+
+// stopPendingReleases stops every verification window at shutdown: those
+// nodes stay quarantined. Callers hold e.mu.
+func (e *remediationExporter) stopPendingReleases() {
+	for name, stop := range e.releaseTimers {
+		if stop() {
+			e.record(audit.Entry{Decision: audit.DecisionSkipped, Step: stepRelease, Node: name, Platform: e.platformName(),
+				Reason: "shutdown before the verification window ended: the node stays quarantined"})
+		}
+		e.state.CancelRelease(name)
+		delete(e.releaseTimers, name)
+	}
+}
+
+// releaseAfterWindow runs on the verification window's timer.
+func (e *remediationExporter) releaseAfterWindow(name string) {
+	if !e.enter() {
+		return
+	}
+	defer e.inFlight.Done()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rel, ok := e.state.BeginRelease(name)
+	if !ok {
+		return // cancelled meanwhile
+	}
+	delete(e.releaseTimers, name)
+	entry := audit.Entry{Step: stepRelease, Node: name, Platform: e.platformName(), Actions: actionNames(rel.Actions),
+		FaultID: strings.Join(rel.FaultIDs, ",")}
+	if !e.leader.IsLeader() {
+		e.record(withDecision(entry, audit.DecisionSkipped, "not the leader: the node stays quarantined"))
+		return
+	}
+	// Every fault of ours goes with the request: the platform may know the
+	// quarantine under any one of them (Slurm's reason names only the first).
+	req := actuator.Request{Node: name, FaultID: rel.FaultIDs[0], FaultIDs: rel.FaultIDs, Actions: rel.Actions,
+		Reason: "resolved: " + strings.Join(rel.FaultIDs, ",")}
+	if e.cfg.DryRun || e.platform == nil {
+		e.record(withDecision(entry, audit.DecisionDryRun, fmt.Sprintf("would call Release on %s: node=%s actions=[%s]",
+			e.platformName(), name, strings.Join(entry.Actions, ","))))
+		e.state.Released(name, e.clock.Now())
+		return
+	}
+	res, attempts, err := e.retry(e.lifeCtx, func(ctx context.Context) (actuator.Result, error) { return e.platform.Release(ctx, req) })
+	entry.Attempts, entry.Outcome = attempts, string(res.Outcome)
+	switch {
+	case err != nil:
+		// Stays quarantined: safe. A human (or the next resolved fault on
+		// the node) takes it from here.
+		e.record(withDecision(entry, audit.DecisionFailed, err.Error()))
+	case res.Outcome == actuator.Applied || res.Outcome == actuator.AlreadyDone:
+		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
+		e.state.Released(name, e.clock.Now())
+	default: // not ours any more (a human took over): forget it, touch nothing
+		e.record(withDecision(entry, audit.DecisionSkipped, string(res.Outcome)+": "+res.Detail))
+		e.state.Released(name, e.clock.Now())
+	}
+}
