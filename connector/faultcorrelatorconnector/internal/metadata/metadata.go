@@ -1,6 +1,8 @@
-// Package metadata holds the identity of the faultcorrelator connector (type,
-// scope name, stability), written by hand in the shape mdatagen produces;
-// metadata.yaml next to the connector documents the same facts.
+// Package metadata holds the identity of the faultcorrelator connector
+// (type, scope name, stability) and the declarations of its internal
+// telemetry, written by hand in the shape mdatagen produces. metadata.yaml
+// next to the connector documents the same facts;
+// metadata_conformance_test.go there checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 
 import "go.opentelemetry.io/collector/component"

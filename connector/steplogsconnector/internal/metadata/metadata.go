@@ -1,5 +1,7 @@
-// Package metadata holds the identity of the steplogs connector, written by
-// hand in the shape mdatagen produces; metadata.yaml documents the same.
+// Package metadata holds the identity of the steplogs connector (type, scope
+// name, stability), written by hand in the shape mdatagen produces.
+// metadata.yaml next to the connector documents the same facts;
+// metadata_conformance_test.go there checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/connector/steplogsconnector/internal/metadata"
 
 import (

@@ -1,14 +1,15 @@
 // Package metadata holds the identity of the stepmetrics connector (type,
-// scope name, stability) and its internal telemetry, written by hand in the
-// shape mdatagen produces; metadata.yaml next to the connector documents the
-// same facts.
+// scope name, stability) and the declarations of its internal telemetry,
+// written by hand in the shape mdatagen produces. metadata.yaml next to the
+// connector documents the same facts; metadata_conformance_test.go there
+// checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/connector/stepmetricsconnector/internal/metadata"
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 var (
@@ -42,22 +43,34 @@ type TelemetryBuilder struct {
 	StepmetricsStepsClosed metric.Int64Counter
 }
 
+// Instruments of the connector's own telemetry.
+var (
+	spansDropped = telemetry.Instrument{
+		Name:        "otelcol_stepmetrics_spans_dropped",
+		Description: "train.step spans not used, by reason.",
+		Unit:        "{span}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	attributesSkipped = telemetry.Instrument{
+		Name:        "otelcol_stepmetrics_attributes_skipped",
+		Description: "Attributes of train.step spans ignored, by attribute and reason.",
+		Unit:        "{attribute}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	stepsClosed = telemetry.Instrument{
+		Name:        "otelcol_stepmetrics_steps_closed",
+		Description: "Steps folded into the metrics, by how they closed.",
+		Unit:        "{step}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+)
+
 // NewTelemetryBuilder creates the connector's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
-	meter := settings.MeterProvider.Meter(ScopeName)
-	var b TelemetryBuilder
-	var err, errs error
-	b.StepmetricsSpansDropped, err = meter.Int64Counter("otelcol_stepmetrics_spans_dropped",
-		metric.WithDescription("train.step spans not used, by reason. [Development]"),
-		metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	b.StepmetricsAttributesSkipped, err = meter.Int64Counter("otelcol_stepmetrics_attributes_skipped",
-		metric.WithDescription("Attributes of train.step spans ignored, by attribute and reason. [Development]"),
-		metric.WithUnit("{attribute}"))
-	errs = errors.Join(errs, err)
-	b.StepmetricsStepsClosed, err = meter.Int64Counter("otelcol_stepmetrics_steps_closed",
-		metric.WithDescription("Steps folded into the metrics, by how they closed. [Development]"),
-		metric.WithUnit("{step}"))
-	errs = errors.Join(errs, err)
-	return &b, errs
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		StepmetricsSpansDropped:      b.Int64Counter(spansDropped),
+		StepmetricsAttributesSkipped: b.Int64Counter(attributesSkipped),
+		StepmetricsStepsClosed:       b.Int64Counter(stepsClosed),
+	}, b.Err()
 }

@@ -1,12 +1,10 @@
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/internal/metadata"
 
 import (
-	"errors"
-	"sync"
-
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
 
-	"go.opentelemetry.io/collector/component"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 // Attribute keys of the extension's own telemetry.
@@ -18,54 +16,30 @@ const (
 	TelemetryAttrReason = "reason"
 )
 
-// Meter returns the meter of the extension's own telemetry.
-func Meter(settings component.TelemetrySettings) metric.Meter {
-	return settings.MeterProvider.Meter(ScopeName)
-}
-
 // TelemetryBuilder holds the instruments of the extension's own telemetry.
 type TelemetryBuilder struct {
-	meter         metric.Meter
-	mu            sync.Mutex
-	registrations []metric.Registration
 	// NodestateEvictions counts GPUs and ports the store forgot.
 	NodestateEvictions metric.Int64Counter
 }
 
-// TelemetryBuilderOption applies changes to the default builder.
-type TelemetryBuilderOption interface {
-	apply(*TelemetryBuilder)
-}
-
-type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
-
-func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
-	tbof(mb)
-}
-
-// Shutdown unregisters all registered callbacks for async instruments.
-func (builder *TelemetryBuilder) Shutdown() {
-	builder.mu.Lock()
-	defer builder.mu.Unlock()
-	for _, reg := range builder.registrations {
-		reg.Unregister()
+// Instruments of the extension's own telemetry.
+var (
+	evictions = telemetry.Instrument{
+		Name:        "otelcol_nodestate_evictions",
+		Description: "Number of GPUs and InfiniBand ports the node state store forgot, by kind and reason.",
+		Unit:        "{entry}",
+		Stability:   component.StabilityLevelAlpha,
 	}
-	builder.registrations = nil
-}
+)
 
 // NewTelemetryBuilder creates the extension's instruments from settings.
-func NewTelemetryBuilder(settings component.TelemetrySettings, options ...TelemetryBuilderOption) (*TelemetryBuilder, error) {
-	builder := TelemetryBuilder{}
-	for _, op := range options {
-		op.apply(&builder)
-	}
-	builder.meter = Meter(settings)
-	var err, errs error
-	builder.NodestateEvictions, err = builder.meter.Int64Counter(
-		"otelcol_nodestate_evictions",
-		metric.WithDescription("Number of GPUs and InfiniBand ports the node state store forgot, by kind and reason. [Alpha]"),
-		metric.WithUnit("{entry}"),
-	)
-	errs = errors.Join(errs, err)
-	return &builder, errs
+func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		NodestateEvictions: b.Int64Counter(evictions),
+	}, b.Err()
 }
+
+// Shutdown is part of the extension's lifecycle; the instruments are all
+// synchronous, so there is no callback to unregister.
+func (*TelemetryBuilder) Shutdown() {}

@@ -1,7 +1,7 @@
 // Package metadata holds the identity of the nodestate processor (type,
-// scope name, stability). It is written by hand in the shape that mdatagen
-// produces for contrib components; metadata.yaml next to the processor
-// documents the same facts.
+// scope name, stability), written by hand in the shape mdatagen produces.
+// metadata.yaml next to the processor documents the same facts;
+// metadata_conformance_test.go there checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/processor/nodestateprocessor/internal/metadata"
 
 import (

@@ -1,13 +1,15 @@
 // Package metadata holds the identity of the rate limit processor (type,
-// scope name, stability) and its internal telemetry, written by hand in the
-// shape mdatagen produces; metadata.yaml documents the same.
+// scope name, stability) and the declarations of its internal telemetry,
+// written by hand in the shape mdatagen produces. metadata.yaml next to the
+// processor documents the same facts; metadata_conformance_test.go there
+// checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/processor/ratelimitprocessor/internal/metadata"
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 var (
@@ -48,22 +50,34 @@ type TelemetryBuilder struct {
 	EvictedKeys metric.Int64Counter
 }
 
+// Instruments of the processor's own telemetry.
+var (
+	droppedItems = telemetry.Instrument{
+		Name:        "otelcol_processor_ratelimit_dropped_items",
+		Description: "Spans and log records dropped because their key was over budget (signal, key).",
+		Unit:        "{item}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	protectedItems = telemetry.Instrument{
+		Name:        "otelcol_processor_ratelimit_protected_items",
+		Description: "Spans and log records passed uncharged because they are protected (signal).",
+		Unit:        "{item}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	evictedKeys = telemetry.Instrument{
+		Name:        "otelcol_processor_ratelimit_evicted_keys",
+		Description: "Buckets evicted, least recently used first, because max_keys was reached (signal).",
+		Unit:        "{key}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+)
+
 // NewTelemetryBuilder creates the processor's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
-	meter := settings.MeterProvider.Meter(ScopeName)
-	var b TelemetryBuilder
-	var err, errs error
-	b.DroppedItems, err = meter.Int64Counter("otelcol_processor_ratelimit_dropped_items",
-		metric.WithDescription("Spans and log records dropped because their key was over budget (signal, key). [Development]"),
-		metric.WithUnit("{item}"))
-	errs = errors.Join(errs, err)
-	b.ProtectedItems, err = meter.Int64Counter("otelcol_processor_ratelimit_protected_items",
-		metric.WithDescription("Spans and log records passed uncharged because they are protected (signal). [Development]"),
-		metric.WithUnit("{item}"))
-	errs = errors.Join(errs, err)
-	b.EvictedKeys, err = meter.Int64Counter("otelcol_processor_ratelimit_evicted_keys",
-		metric.WithDescription("Buckets evicted, least recently used first, because max_keys was reached (signal). [Development]"),
-		metric.WithUnit("{key}"))
-	errs = errors.Join(errs, err)
-	return &b, errs
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		DroppedItems:   b.Int64Counter(droppedItems),
+		ProtectedItems: b.Int64Counter(protectedItems),
+		EvictedKeys:    b.Int64Counter(evictedKeys),
+	}, b.Err()
 }

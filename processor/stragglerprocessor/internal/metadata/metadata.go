@@ -1,13 +1,15 @@
 // Package metadata holds the identity of the straggler processor (type,
-// scope name, stability) and its internal telemetry, written by hand in the
-// shape mdatagen produces; metadata.yaml documents the same.
+// scope name, stability) and the declarations of its internal telemetry,
+// written by hand in the shape mdatagen produces. metadata.yaml next to the
+// processor documents the same facts; metadata_conformance_test.go there
+// checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 var (
@@ -40,26 +42,41 @@ type TelemetryBuilder struct {
 	StepsDecided metric.Int64Counter
 }
 
+// Instruments of the processor's own telemetry.
+var (
+	lateSpans = telemetry.Instrument{
+		Name:        "otelcol_processor_straggler_late_spans",
+		Description: "Rank step spans that arrived after their step was decided; left out of every decision.",
+		Unit:        "{span}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	unjudgedSpans = telemetry.Instrument{
+		Name:        "otelcol_processor_straggler_unjudged_spans",
+		Description: "Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step).",
+		Unit:        "{span}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	forcedDecisions = telemetry.Instrument{
+		Name:        "otelcol_processor_straggler_forced_decisions",
+		Description: "Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs).",
+		Unit:        "{step}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+	stepsDecided = telemetry.Instrument{
+		Name:        "otelcol_processor_straggler_steps_decided",
+		Description: "Steps decided; one root span each.",
+		Unit:        "{step}",
+		Stability:   component.StabilityLevelDevelopment,
+	}
+)
+
 // NewTelemetryBuilder creates the processor's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
-	meter := settings.MeterProvider.Meter(ScopeName)
-	var b TelemetryBuilder
-	var err, errs error
-	b.LateSpans, err = meter.Int64Counter("otelcol_processor_straggler_late_spans",
-		metric.WithDescription("Rank step spans that arrived after their step was decided; left out of every decision. [Development]"),
-		metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	b.UnjudgedSpans, err = meter.Int64Counter("otelcol_processor_straggler_unjudged_spans",
-		metric.WithDescription("Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step). [Development]"),
-		metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	b.ForcedDecisions, err = meter.Int64Counter("otelcol_processor_straggler_forced_decisions",
-		metric.WithDescription("Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs). [Development]"),
-		metric.WithUnit("{step}"))
-	errs = errors.Join(errs, err)
-	b.StepsDecided, err = meter.Int64Counter("otelcol_processor_straggler_steps_decided",
-		metric.WithDescription("Steps decided; one root span each. [Development]"),
-		metric.WithUnit("{step}"))
-	errs = errors.Join(errs, err)
-	return &b, errs
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		LateSpans:       b.Int64Counter(lateSpans),
+		UnjudgedSpans:   b.Int64Counter(unjudgedSpans),
+		ForcedDecisions: b.Int64Counter(forcedDecisions),
+		StepsDecided:    b.Int64Counter(stepsDecided),
+	}, b.Err()
 }

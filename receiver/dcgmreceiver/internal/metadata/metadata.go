@@ -1,7 +1,8 @@
 // Package metadata holds the identity of the dcgm receiver (type, scope
-// name, stability) and its internal telemetry. It is written by hand in the
-// shape that mdatagen produces for contrib components; metadata.yaml next to
-// the receiver documents the same facts.
+// name, stability) and the declarations of its internal telemetry, written
+// by hand in the shape mdatagen produces. metadata.yaml next to the receiver
+// documents the same facts; metadata_conformance_test.go there checks that
+// they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 
 import (

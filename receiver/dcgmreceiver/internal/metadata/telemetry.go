@@ -1,10 +1,10 @@
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 // Attribute keys of the receiver's own telemetry.
@@ -25,22 +25,34 @@ type TelemetryBuilder struct {
 	DcgmXidEventsDropped metric.Int64Counter
 }
 
+// Instruments of the receiver's own telemetry.
+var (
+	collectErrors = telemetry.Instrument{
+		Name:        "otelcol_dcgm_collect_errors",
+		Description: "Collections of GPU fields that failed as a whole.",
+		Unit:        "{error}",
+		Stability:   component.StabilityLevelAlpha,
+	}
+	sourceUp = telemetry.Instrument{
+		Name:        "otelcol_dcgm_source_up",
+		Description: "1 while the GPU source is connected, 0 while it is being retried.",
+		Unit:        "1",
+		Stability:   component.StabilityLevelAlpha,
+	}
+	xidEventsDropped = telemetry.Instrument{
+		Name:        "otelcol_dcgm_xid_events_dropped",
+		Description: "XID events dropped because the logs pipeline did not keep up.",
+		Unit:        "{event}",
+		Stability:   component.StabilityLevelAlpha,
+	}
+)
+
 // NewTelemetryBuilder creates the receiver's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
-	meter := settings.MeterProvider.Meter(ScopeName)
-	var b TelemetryBuilder
-	var err, errs error
-	b.DcgmCollectErrors, err = meter.Int64Counter("otelcol_dcgm_collect_errors",
-		metric.WithDescription("Collections of GPU fields that failed as a whole. [Alpha]"),
-		metric.WithUnit("{error}"))
-	errs = errors.Join(errs, err)
-	b.DcgmSourceUp, err = meter.Int64Gauge("otelcol_dcgm_source_up",
-		metric.WithDescription("1 while the GPU source is connected, 0 while it is being retried. [Alpha]"),
-		metric.WithUnit("1"))
-	errs = errors.Join(errs, err)
-	b.DcgmXidEventsDropped, err = meter.Int64Counter("otelcol_dcgm_xid_events_dropped",
-		metric.WithDescription("XID events dropped because the logs pipeline did not keep up. [Alpha]"),
-		metric.WithUnit("{event}"))
-	errs = errors.Join(errs, err)
-	return &b, errs
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		DcgmCollectErrors:    b.Int64Counter(collectErrors),
+		DcgmSourceUp:         b.Int64Gauge(sourceUp),
+		DcgmXidEventsDropped: b.Int64Counter(xidEventsDropped),
+	}, b.Err()
 }

@@ -1,12 +1,10 @@
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver/internal/metadata"
 
 import (
-	"errors"
-	"sync"
-
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
 
-	"go.opentelemetry.io/collector/component"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 // Attribute keys of the receiver's own telemetry.
@@ -18,55 +16,31 @@ const (
 	TelemetryAttrCounter = "ib.counter"
 )
 
-// Meter returns the meter of the receiver's own telemetry.
-func Meter(settings component.TelemetrySettings) metric.Meter {
-	return settings.MeterProvider.Meter(ScopeName)
-}
-
 // TelemetryBuilder holds the instruments of the receiver's own telemetry.
 type TelemetryBuilder struct {
-	meter         metric.Meter
-	mu            sync.Mutex
-	registrations []metric.Registration
 	// IbReadErrors counts counter and state values that could not be read
 	// or parsed, including "N/A (no PMA)" values; one per file per scrape.
 	IbReadErrors metric.Int64Counter
 }
 
-// TelemetryBuilderOption applies changes to the default builder.
-type TelemetryBuilderOption interface {
-	apply(*TelemetryBuilder)
-}
-
-type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
-
-func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
-	tbof(mb)
-}
-
-// Shutdown unregisters all registered callbacks for async instruments.
-func (builder *TelemetryBuilder) Shutdown() {
-	builder.mu.Lock()
-	defer builder.mu.Unlock()
-	for _, reg := range builder.registrations {
-		reg.Unregister()
+// Instruments of the receiver's own telemetry.
+var (
+	readErrors = telemetry.Instrument{
+		Name:        "otelcol_ib_read_errors",
+		Description: `Number of InfiniBand counter or state values that could not be read or parsed, including "N/A (no PMA)" values.`,
+		Unit:        "{error}",
+		Stability:   component.StabilityLevelAlpha,
 	}
-	builder.registrations = nil
-}
+)
 
 // NewTelemetryBuilder creates the receiver's instruments from settings.
-func NewTelemetryBuilder(settings component.TelemetrySettings, options ...TelemetryBuilderOption) (*TelemetryBuilder, error) {
-	builder := TelemetryBuilder{}
-	for _, op := range options {
-		op.apply(&builder)
-	}
-	builder.meter = Meter(settings)
-	var err, errs error
-	builder.IbReadErrors, err = builder.meter.Int64Counter(
-		"otelcol_ib_read_errors",
-		metric.WithDescription("Number of InfiniBand counter or state values that could not be read or parsed, including \"N/A (no PMA)\" values. [Alpha]"),
-		metric.WithUnit("{error}"),
-	)
-	errs = errors.Join(errs, err)
-	return &builder, errs
+func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		IbReadErrors: b.Int64Counter(readErrors),
+	}, b.Err()
 }
+
+// Shutdown is part of the scraper's lifecycle; the instruments are all
+// synchronous, so there is no callback to unregister.
+func (*TelemetryBuilder) Shutdown() {}

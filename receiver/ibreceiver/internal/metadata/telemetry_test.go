@@ -16,7 +16,7 @@ func TestTelemetryBuilder(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
 
-	tb, err := NewTelemetryBuilder(tt.NewTelemetrySettings(), telemetryBuilderOptionFunc(func(*TelemetryBuilder) {}))
+	tb, err := NewTelemetryBuilder(tt.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
 
@@ -37,11 +37,4 @@ func TestTelemetryBuilder(t *testing.T) {
 	v, ok := sum.DataPoints[0].Attributes.Value(TelemetryAttrDevice)
 	require.True(t, ok)
 	assert.Equal(t, "mlx5_0", v.AsString())
-}
-
-func TestTelemetryBuilderNop(t *testing.T) {
-	tb, err := NewTelemetryBuilder(componenttest.NewNopTelemetrySettings())
-	require.NoError(t, err)
-	require.NotNil(t, tb.IbReadErrors)
-	tb.Shutdown()
 }

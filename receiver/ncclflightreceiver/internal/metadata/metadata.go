@@ -1,14 +1,15 @@
 // Package metadata holds the identity of the ncclflight receiver (type,
-// scope name, stability) and its internal telemetry. It is written by hand
-// in the shape that mdatagen produces for contrib components; metadata.yaml
-// next to the receiver documents the same facts.
+// scope name, stability) and the declarations of its internal telemetry,
+// written by hand in the shape mdatagen produces. metadata.yaml next to the
+// receiver documents the same facts; metadata_conformance_test.go there
+// checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 var (
@@ -37,18 +38,27 @@ type TelemetryBuilder struct {
 	NcclflightDumpsRead metric.Int64Counter
 }
 
+// Instruments of the receiver's own telemetry.
+var (
+	badInputs = telemetry.Instrument{
+		Name:        "otelcol_ncclflight_bad_inputs",
+		Description: "Dumps, inspector lines and RAS replies that could not be decoded.",
+		Unit:        "{input}",
+		Stability:   component.StabilityLevelAlpha,
+	}
+	dumpsRead = telemetry.Instrument{
+		Name:        "otelcol_ncclflight_dumps_read",
+		Description: "Flight recorder dumps decoded.",
+		Unit:        "{dump}",
+		Stability:   component.StabilityLevelAlpha,
+	}
+)
+
 // NewTelemetryBuilder creates the receiver's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
-	meter := settings.MeterProvider.Meter(ScopeName)
-	var b TelemetryBuilder
-	var err, errs error
-	b.NcclflightBadInputs, err = meter.Int64Counter("otelcol_ncclflight_bad_inputs",
-		metric.WithDescription("Dumps, inspector lines and RAS replies that could not be decoded. [Alpha]"),
-		metric.WithUnit("{input}"))
-	errs = errors.Join(errs, err)
-	b.NcclflightDumpsRead, err = meter.Int64Counter("otelcol_ncclflight_dumps_read",
-		metric.WithDescription("Flight recorder dumps decoded. [Alpha]"),
-		metric.WithUnit("{dump}"))
-	errs = errors.Join(errs, err)
-	return &b, errs
+	b := telemetry.NewBuilder(settings, ScopeName)
+	return &TelemetryBuilder{
+		NcclflightBadInputs: b.Int64Counter(badInputs),
+		NcclflightDumpsRead: b.Int64Counter(dumpsRead),
+	}, b.Err()
 }

@@ -9,9 +9,3 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-func TestType(t *testing.T) {
-	if Type.String() != "stepspan" {
-		t.Fatalf("Type = %s", Type)
-	}
-}
