@@ -5,14 +5,18 @@
 // metadata_conformance_test.go there checks that they agree.
 package metadata // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 
-import "go.opentelemetry.io/collector/component"
+import (
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+)
 
 var (
 	// Type is the component type: "faultcorrelator".
 	Type = component.MustNewType("faultcorrelator")
 	// ScopeName is the instrumentation scope of the fault records and of the
 	// connector's own telemetry.
-	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/processor/faultcorrelator"
+	ScopeName = semconv.ScopeFaultRecords
 )
 
 // Stability of each path (traces, metrics and logs into logs).

@@ -7,6 +7,8 @@ package metadata // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmrece
 
 import (
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 var (
@@ -14,7 +16,7 @@ var (
 	Type = component.MustNewType("dcgm")
 	// ScopeName is the instrumentation scope of what the receiver emits and
 	// of its own telemetry.
-	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver"
+	ScopeName = semconv.ScopeDCGMReceiver
 )
 
 const (

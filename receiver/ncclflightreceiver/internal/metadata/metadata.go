@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
@@ -16,7 +17,7 @@ var (
 	// Type is the component type of the receiver: "ncclflight".
 	Type = component.MustNewType("ncclflight")
 	// ScopeName is the instrumentation scope of what the receiver emits.
-	ScopeName = "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver"
+	ScopeName = semconv.ScopeNCCLFlightReceiver
 )
 
 const (
