@@ -9,12 +9,7 @@ import (
 
 // Instruments of the connector's own telemetry.
 var (
-	faultsOpen = telemetry.Instrument{
-		Name:        "otelcol_faultcorrelator_faults_open",
-		Description: "Faults open now, by fault.type and fault.severity.",
-		Unit:        "{fault}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
+	faultsOpen = telemetry.Instrument{Name: "otelcol_faultcorrelator_faults_open", Description: "Faults open now, by fault.type and fault.severity.", Unit: "{fault}", Stability: component.StabilityLevelDevelopment}
 )
 
 // NewFaultsOpenGauge creates the faults_open gauge on meter. The connector

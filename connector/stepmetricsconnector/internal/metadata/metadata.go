@@ -45,24 +45,9 @@ type TelemetryBuilder struct {
 
 // Instruments of the connector's own telemetry.
 var (
-	spansDropped = telemetry.Instrument{
-		Name:        "otelcol_stepmetrics_spans_dropped",
-		Description: "train.step spans not used, by reason.",
-		Unit:        "{span}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	attributesSkipped = telemetry.Instrument{
-		Name:        "otelcol_stepmetrics_attributes_skipped",
-		Description: "Attributes of train.step spans ignored, by attribute and reason.",
-		Unit:        "{attribute}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	stepsClosed = telemetry.Instrument{
-		Name:        "otelcol_stepmetrics_steps_closed",
-		Description: "Steps folded into the metrics, by how they closed.",
-		Unit:        "{step}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
+	spansDropped      = telemetry.Instrument{Name: "otelcol_stepmetrics_spans_dropped", Description: "train.step spans not used, by reason.", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
+	attributesSkipped = telemetry.Instrument{Name: "otelcol_stepmetrics_attributes_skipped", Description: "Attributes of train.step spans ignored, by attribute and reason.", Unit: "{attribute}", Stability: component.StabilityLevelDevelopment}
+	stepsClosed       = telemetry.Instrument{Name: "otelcol_stepmetrics_steps_closed", Description: "Steps folded into the metrics, by how they closed.", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
 )
 
 // NewTelemetryBuilder creates the connector's instruments from settings.

@@ -24,12 +24,7 @@ type TelemetryBuilder struct {
 
 // Instruments of the extension's own telemetry.
 var (
-	evictions = telemetry.Instrument{
-		Name:        "otelcol_nodestate_evictions",
-		Description: "Number of GPUs and InfiniBand ports the node state store forgot, by kind and reason.",
-		Unit:        "{entry}",
-		Stability:   component.StabilityLevelAlpha,
-	}
+	evictions = telemetry.Instrument{Name: "otelcol_nodestate_evictions", Description: "Number of GPUs and InfiniBand ports the node state store forgot, by kind and reason.", Unit: "{entry}", Stability: component.StabilityLevelAlpha}
 )
 
 // NewTelemetryBuilder creates the extension's instruments from settings.

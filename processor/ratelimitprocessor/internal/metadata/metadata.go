@@ -52,24 +52,9 @@ type TelemetryBuilder struct {
 
 // Instruments of the processor's own telemetry.
 var (
-	droppedItems = telemetry.Instrument{
-		Name:        "otelcol_processor_ratelimit_dropped_items",
-		Description: "Spans and log records dropped because their key was over budget (signal, key).",
-		Unit:        "{item}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	protectedItems = telemetry.Instrument{
-		Name:        "otelcol_processor_ratelimit_protected_items",
-		Description: "Spans and log records passed uncharged because they are protected (signal).",
-		Unit:        "{item}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	evictedKeys = telemetry.Instrument{
-		Name:        "otelcol_processor_ratelimit_evicted_keys",
-		Description: "Buckets evicted, least recently used first, because max_keys was reached (signal).",
-		Unit:        "{key}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
+	droppedItems   = telemetry.Instrument{Name: "otelcol_processor_ratelimit_dropped_items", Description: "Spans and log records dropped because their key was over budget (signal, key).", Unit: "{item}", Stability: component.StabilityLevelDevelopment}
+	protectedItems = telemetry.Instrument{Name: "otelcol_processor_ratelimit_protected_items", Description: "Spans and log records passed uncharged because they are protected (signal).", Unit: "{item}", Stability: component.StabilityLevelDevelopment}
+	evictedKeys    = telemetry.Instrument{Name: "otelcol_processor_ratelimit_evicted_keys", Description: "Buckets evicted, least recently used first, because max_keys was reached (signal).", Unit: "{key}", Stability: component.StabilityLevelDevelopment}
 )
 
 // NewTelemetryBuilder creates the processor's instruments from settings.

@@ -44,30 +44,10 @@ type TelemetryBuilder struct {
 
 // Instruments of the processor's own telemetry.
 var (
-	lateSpans = telemetry.Instrument{
-		Name:        "otelcol_processor_straggler_late_spans",
-		Description: "Rank step spans that arrived after their step was decided; left out of every decision.",
-		Unit:        "{span}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	unjudgedSpans = telemetry.Instrument{
-		Name:        "otelcol_processor_straggler_unjudged_spans",
-		Description: "Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step).",
-		Unit:        "{span}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	forcedDecisions = telemetry.Instrument{
-		Name:        "otelcol_processor_straggler_forced_decisions",
-		Description: "Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs).",
-		Unit:        "{step}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
-	stepsDecided = telemetry.Instrument{
-		Name:        "otelcol_processor_straggler_steps_decided",
-		Description: "Steps decided; one root span each.",
-		Unit:        "{step}",
-		Stability:   component.StabilityLevelDevelopment,
-	}
+	lateSpans       = telemetry.Instrument{Name: "otelcol_processor_straggler_late_spans", Description: "Rank step spans that arrived after their step was decided; left out of every decision.", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
+	unjudgedSpans   = telemetry.Instrument{Name: "otelcol_processor_straggler_unjudged_spans", Description: "Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step).", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
+	forcedDecisions = telemetry.Instrument{Name: "otelcol_processor_straggler_forced_decisions", Description: "Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs).", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
+	stepsDecided    = telemetry.Instrument{Name: "otelcol_processor_straggler_steps_decided", Description: "Steps decided; one root span each.", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
 )
 
 // NewTelemetryBuilder creates the processor's instruments from settings.

@@ -27,24 +27,9 @@ type TelemetryBuilder struct {
 
 // Instruments of the receiver's own telemetry.
 var (
-	collectErrors = telemetry.Instrument{
-		Name:        "otelcol_dcgm_collect_errors",
-		Description: "Collections of GPU fields that failed as a whole.",
-		Unit:        "{error}",
-		Stability:   component.StabilityLevelAlpha,
-	}
-	sourceUp = telemetry.Instrument{
-		Name:        "otelcol_dcgm_source_up",
-		Description: "1 while the GPU source is connected, 0 while it is being retried.",
-		Unit:        "1",
-		Stability:   component.StabilityLevelAlpha,
-	}
-	xidEventsDropped = telemetry.Instrument{
-		Name:        "otelcol_dcgm_xid_events_dropped",
-		Description: "XID events dropped because the logs pipeline did not keep up.",
-		Unit:        "{event}",
-		Stability:   component.StabilityLevelAlpha,
-	}
+	collectErrors    = telemetry.Instrument{Name: "otelcol_dcgm_collect_errors", Description: "Collections of GPU fields that failed as a whole.", Unit: "{error}", Stability: component.StabilityLevelAlpha}
+	sourceUp         = telemetry.Instrument{Name: "otelcol_dcgm_source_up", Description: "1 while the GPU source is connected, 0 while it is being retried.", Unit: "1", Stability: component.StabilityLevelAlpha}
+	xidEventsDropped = telemetry.Instrument{Name: "otelcol_dcgm_xid_events_dropped", Description: "XID events dropped because the logs pipeline did not keep up.", Unit: "{event}", Stability: component.StabilityLevelAlpha}
 )
 
 // NewTelemetryBuilder creates the receiver's instruments from settings.

@@ -25,12 +25,7 @@ type TelemetryBuilder struct {
 
 // Instruments of the receiver's own telemetry.
 var (
-	readErrors = telemetry.Instrument{
-		Name:        "otelcol_ib_read_errors",
-		Description: `Number of InfiniBand counter or state values that could not be read or parsed, including "N/A (no PMA)" values.`,
-		Unit:        "{error}",
-		Stability:   component.StabilityLevelAlpha,
-	}
+	readErrors = telemetry.Instrument{Name: "otelcol_ib_read_errors", Description: `Number of InfiniBand counter or state values that could not be read or parsed, including "N/A (no PMA)" values.`, Unit: "{error}", Stability: component.StabilityLevelAlpha}
 )
 
 // NewTelemetryBuilder creates the receiver's instruments from settings.

@@ -41,18 +41,8 @@ type TelemetryBuilder struct {
 
 // Instruments of the receiver's own telemetry.
 var (
-	badInputs = telemetry.Instrument{
-		Name:        "otelcol_ncclflight_bad_inputs",
-		Description: "Dumps, inspector lines and RAS replies that could not be decoded.",
-		Unit:        "{input}",
-		Stability:   component.StabilityLevelAlpha,
-	}
-	dumpsRead = telemetry.Instrument{
-		Name:        "otelcol_ncclflight_dumps_read",
-		Description: "Flight recorder dumps decoded.",
-		Unit:        "{dump}",
-		Stability:   component.StabilityLevelAlpha,
-	}
+	badInputs = telemetry.Instrument{Name: "otelcol_ncclflight_bad_inputs", Description: "Dumps, inspector lines and RAS replies that could not be decoded.", Unit: "{input}", Stability: component.StabilityLevelAlpha}
+	dumpsRead = telemetry.Instrument{Name: "otelcol_ncclflight_dumps_read", Description: "Flight recorder dumps decoded.", Unit: "{dump}", Stability: component.StabilityLevelAlpha}
 )
 
 // NewTelemetryBuilder creates the receiver's instruments from settings.
