@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -13,28 +12,8 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/steplogsconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
-
-const (
-	stepSpanName   = "train.step"
-	attrDurationNs = "duration_ns"
-)
-
-// Config of the steplogs connector: nothing to set.
-type Config struct {
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
-// NewFactory creates the factory of the steplogs connector.
-func NewFactory() connector.Factory {
-	return connector.NewFactory(metadata.Type, func() component.Config { return &Config{} },
-		connector.WithLogsToTraces(createLogsToTraces, metadata.LogsToTracesStability))
-}
-
-func createLogsToTraces(_ context.Context, _ connector.Settings, _ component.Config, next consumer.Traces) (connector.Logs, error) {
-	return &stepLogs{next: next}, nil
-}
 
 type stepLogs struct {
 	component.StartFunc
@@ -54,7 +33,9 @@ func (c *stepLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	return c.next.ConsumeTraces(ctx, td)
 }
 
-// toSpans converts step records. The record's time is the step's start
+// toSpans converts step records: records with an integer iteration.step and
+// a non-negative integer duration_ns (an int or an integral double, as
+// steprecord.Int reads integers). The record's time is the step's start
 // (docs/training-scripts.md) and duration_ns its length; every other
 // attribute is kept as it is, and so are the record's ids when the script
 // set them. The stepspan processor gives the contract's ids regardless.
@@ -69,9 +50,8 @@ func toSpans(ld plog.Logs) ptrace.Traces {
 			lrs := sls.At(j).LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
 				lr := lrs.At(k)
-				step, okStep := lr.Attributes().Get(semconv.AttrIterationStep)
-				dur, okDur := lr.Attributes().Get(attrDurationNs)
-				if !okStep || !okDur || step.Type() != pcommon.ValueTypeInt || dur.Type() != pcommon.ValueTypeInt || dur.Int() < 0 {
+				dur, ok := stepDuration(lr.Attributes())
+				if !ok {
 					continue
 				}
 				if spans == (ptrace.SpanSlice{}) {
@@ -84,20 +64,38 @@ func toSpans(ld plog.Logs) ptrace.Traces {
 				start := lr.Timestamp()
 				if start == 0 {
 					// Only the time it was seen: take that as the end.
-					start = pcommon.NewTimestampFromTime(lr.ObservedTimestamp().AsTime().Add(-time.Duration(dur.Int())))
+					start = pcommon.NewTimestampFromTime(lr.ObservedTimestamp().AsTime().Add(-dur))
 				}
 				span := spans.AppendEmpty()
-				span.SetName(stepSpanName)
+				span.SetName(semconv.SpanTrainStep)
 				span.SetKind(ptrace.SpanKindInternal)
 				span.SetTraceID(lr.TraceID())
 				span.SetSpanID(lr.SpanID())
 				span.SetStartTimestamp(start)
-				span.SetEndTimestamp(pcommon.NewTimestampFromTime(start.AsTime().Add(time.Duration(dur.Int()))))
+				span.SetEndTimestamp(pcommon.NewTimestampFromTime(start.AsTime().Add(dur)))
 				lr.Attributes().CopyTo(span.Attributes())
-				span.Attributes().Remove(attrDurationNs)
+				span.Attributes().Remove(semconv.AttrDurationNs)
 				span.Attributes().Remove(semconv.AttrEventName)
 			}
 		}
 	}
 	return td
+}
+
+// stepDuration is a step record's duration_ns, when the record is one: it
+// has an integer iteration.step and a non-negative integer duration_ns.
+func stepDuration(attrs pcommon.Map) (time.Duration, bool) {
+	step, okStep := attrs.Get(semconv.AttrIterationStep)
+	dur, okDur := attrs.Get(semconv.AttrDurationNs)
+	if !okStep || !okDur {
+		return 0, false
+	}
+	if _, ok := steprecord.Int(step); !ok {
+		return 0, false
+	}
+	ns, ok := steprecord.Int(dur)
+	if !ok || ns < 0 {
+		return 0, false
+	}
+	return time.Duration(ns), true
 }

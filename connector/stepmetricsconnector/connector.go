@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/stepmetricsconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 type stepMetrics struct {
@@ -120,7 +121,7 @@ func (c *stepMetrics) ConsumeTraces(ctx context.Context, td ptrace.Traces) error
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
-				if span.Name() != stepSpanName {
+				if span.Name() != semconv.SpanTrainStep {
 					continue
 				}
 				r, reason, ok := readRecord(span, res, maxRanks, c.peaks, c.skipFn)

@@ -62,7 +62,7 @@ func (r rankStep) appendTo(td ptrace.Traces) ptrace.Span {
 		res.PutStr("gpu.model", r.model)
 	}
 	span := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-	span.SetName(stepSpanName)
+	span.SetName("train.step")
 	span.SetStartTimestamp(pcommon.NewTimestampFromTime(r.start))
 	span.SetEndTimestamp(pcommon.NewTimestampFromTime(r.start.Add(r.dur)))
 	a := span.Attributes()

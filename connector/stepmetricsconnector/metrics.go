@@ -11,14 +11,6 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
-// Metric names (README.md, metadata.yaml).
-const (
-	metricStepDuration  = "training.step.duration"
-	metricTokensRate    = "training.tokens.rate"
-	metricDataloadShare = "training.dataload.share"
-	metricMFU           = "training.mfu"
-)
-
 // jobMetrics are the metrics of one job's resource; every attempt of the
 // job adds its data points.
 type jobMetrics struct {
@@ -40,7 +32,7 @@ func (c *stepMetrics) newJobMetrics(md pmetric.Metrics, job string) jobMetrics {
 	ms := sm.Metrics()
 
 	d := ms.AppendEmpty()
-	d.SetName(metricStepDuration)
+	d.SetName(semconv.MetricTrainingStepDuration)
 	d.SetDescription("Duration of the job's steps: for each step, the longest of its ranks' train.step spans.")
 	d.SetUnit("s")
 	h := d.SetEmptyHistogram()
@@ -57,11 +49,11 @@ func (c *stepMetrics) newJobMetrics(md pmetric.Metrics, job string) jobMetrics {
 		job:      job,
 		scope:    sm,
 		duration: h.DataPoints(),
-		tokensRate: gauge(metricTokensRate,
+		tokensRate: gauge(semconv.MetricTrainingTokensRate,
 			"Tokens per second of the job over the steps closed in the interval: Σ tokens of all ranks / Σ step durations.", "{token}/s"),
-		dataloadShare: gauge(metricDataloadShare,
+		dataloadShare: gauge(semconv.MetricTrainingDataloadShare,
 			"Share of the step spent loading data, averaged over ranks, then over the steps closed in the interval.", "1"),
-		mfu: gauge(metricMFU,
+		mfu: gauge(semconv.MetricTrainingMFU,
 			"Model FLOPs utilisation over the steps closed in the interval: achieved FLOP/s per GPU / the GPU's dense BF16 peak.", "1"),
 	}
 }
@@ -125,7 +117,7 @@ func (c *stepMetrics) appendPoints(m jobMetrics, k jobKey, j *jobState, now time
 		// The job id on the points too: Prometheus keeps resource
 		// attributes out of the series' labels.
 		a.PutStr(semconv.AttrTrainingJobID, k.job)
-		a.PutInt(attrAttempt, k.attempt)
+		a.PutInt(semconv.AttrTrainingAttempt, k.attempt)
 	}
 	if j.hist.count > 0 {
 		dp := m.duration.AppendEmpty()

@@ -1,24 +1,22 @@
 package stepmetricsconnector // import "github.com/otelcol-gpu/otelcol-gpu/connector/stepmetricsconnector"
 
 import (
+	"errors"
 	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
-// Names of the training contract (docs/training-scripts.md) that
-// internal/semconv does not hold.
+// The measures of a step this connector turns into metrics.
 const (
-	stepSpanName   = "train.step"
-	attrAttempt    = "training.attempt"
-	attrDataloadNs = "training.phase.dataload_ns"
-	attrTokens     = "training.tokens"
-	attrFlops      = "training.flops"
+	attrDataloadNs = semconv.AttrPhaseDataloadNs
+	attrTokens     = semconv.AttrTrainingTokens
+	attrFlops      = semconv.AttrTrainingFlops
 )
 
 const (
@@ -34,7 +32,7 @@ const (
 type dropReason int
 
 const (
-	dropMissingIdentity  dropReason = iota // job, step or rank absent or not an integer
+	dropMissingIdentity  dropReason = iota // no identity (steprecord): job, step or rank absent or not of the contract's type, attempt garbage
 	dropJobIDTooLong                       // over maxJobIDBytes
 	dropInvalidDuration                    // end not after start, or over maxStepDuration
 	dropRankOutOfRange                     // rank < 0, >= max_ranks or >= the step's world size
@@ -86,32 +84,26 @@ type stepRecord struct {
 	peak     float64 // FLOP/s
 }
 
-// readRecord reads a train.step span and the resource it came with.
-// Attributes are looked up on the span first, then on the resource, as the
-// stepspan processor does. skip is called for each attribute ignored.
+// readRecord reads a train.step span and the resource it came with: the
+// identity and the world size as steprecord reads them (the span's value,
+// else the resource's), the measures looked up on the span first, then on
+// the resource. skip is called for each attribute ignored.
 func readRecord(span ptrace.Span, res pcommon.Map, maxRanks int64, peaks *peakTable, skip func(attribute, reason string)) (stepRecord, dropReason, bool) {
 	attrs := span.Attributes()
 	var r stepRecord
-	job, ok := lookup(attrs, res, semconv.AttrTrainingJobID)
-	if !ok || job.Type() != pcommon.ValueTypeStr || job.Str() == "" {
+	rec := steprecord.Read(attrs, res)
+	id, err := rec.Identity()
+	if err != nil {
+		if e := (*steprecord.Error)(nil); errors.As(err, &e) && e.Field == steprecord.FieldRank && e.Reason == steprecord.ReasonNegative {
+			return r, dropRankOutOfRange, false
+		}
 		return r, dropMissingIdentity, false
 	}
-	if len(job.Str()) > maxJobIDBytes {
+	if len(id.Job) > maxJobIDBytes {
 		return r, dropJobIDTooLong, false
 	}
-	r.job = job.Str()
-	var hasStep, hasRank bool
-	r.step, hasStep = intAttr(attrs, res, semconv.AttrIterationStep)
-	r.rank, hasRank = intAttr(attrs, res, semconv.AttrTrainingRank)
-	if !hasStep || !hasRank || r.step < 0 {
-		return r, dropMissingIdentity, false
-	}
-	if _, present := lookup(attrs, res, attrAttempt); present {
-		if r.attempt, ok = intAttr(attrs, res, attrAttempt); !ok || r.attempt < 0 {
-			return r, dropMissingIdentity, false // a garbage attempt must not merge into attempt 0
-		}
-	}
-	if r.rank < 0 || r.rank >= maxRanks {
+	r.job, r.attempt, r.step, r.rank = id.Job, id.Attempt, id.Step, id.Rank
+	if r.rank >= maxRanks {
 		return r, dropRankOutOfRange, false
 	}
 	start, end := span.StartTimestamp(), span.EndTimestamp()
@@ -120,10 +112,9 @@ func readRecord(span ptrace.Span, res pcommon.Map, maxRanks int64, peaks *peakTa
 	}
 	r.duration = time.Duration(end - start)
 
-	if _, present := lookup(attrs, res, semconv.AttrTrainingWorldSize); present {
-		ws, ok := intAttr(attrs, res, semconv.AttrTrainingWorldSize)
+	if ws := rec.Int(steprecord.FieldWorldSize); rec.Has(steprecord.FieldWorldSize) || rec.Wrong().Has(steprecord.FieldWorldSize) {
 		switch {
-		case !ok:
+		case !rec.Has(steprecord.FieldWorldSize):
 			skip(semconv.AttrTrainingWorldSize, skipNotNumeric)
 		case ws <= 0 || ws > maxRanks:
 			skip(semconv.AttrTrainingWorldSize, skipOutOfRange)
@@ -174,16 +165,6 @@ func lookup(span, res pcommon.Map, key string) (pcommon.Value, bool) {
 		return v, true
 	}
 	return res.Get(key)
-}
-
-// intAttr reads an integer: an int, or a double holding an integer (JSON
-// encoders send those).
-func intAttr(span, res pcommon.Map, key string) (int64, bool) {
-	v, ok := lookup(span, res, key)
-	if !ok {
-		return 0, false
-	}
-	return pvalue.Int(v)
 }
 
 // numberAttr reads a finite, non-negative number. Absent: false, not

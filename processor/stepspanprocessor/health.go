@@ -7,20 +7,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
-)
-
-// Health attributes on a rank's step span (docs/training-scripts.md).
-const (
-	attrHealthSMActive    = "gpu.health.sm_active"
-	attrHealthTemperature = "gpu.health.temperature"
-	attrHealthThrottle    = "gpu.health.throttle_reasons"
-	attrHealthNVLinkCRC   = "gpu.health.nvlink_crc_errors"
-	attrHealthECCSBE      = "gpu.health.ecc_sbe_errors"
-	attrHealthECCDBE      = "gpu.health.ecc_dbe_errors"
-	attrHealthXIDs        = "gpu.health.xids"
-	attrHealthIBSymbol    = "ib.health.symbol_errors"
-	attrHealthIBLinkDown  = "ib.health.link_downed"
-	attrHealthWindowS     = "gpu.health.window_s"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // putHealth summarises the rank's GPU and the node's InfiniBand ports over
@@ -34,40 +21,25 @@ func putHealth(store nodestate.Store, window time.Duration, res, attrs pcommon.M
 	if window == 0 {
 		from = start // the step's own interval
 	}
-	uuid := strAttr(attrs, res, semconv.AttrGPUUUID)
-	found := false
-	if uuid != "" {
+	out := steprecord.Health{Window: end.Sub(from)}
+	if uuid := strAttr(attrs, res, semconv.AttrGPUUUID); uuid != "" {
 		if h, ok := store.GPUHealth(uuid, from, end); ok {
-			found = true
-			if h.SMActive.Valid {
-				attrs.PutDouble(attrHealthSMActive, h.SMActive.Value)
-			}
-			if h.TemperatureC.Valid {
-				attrs.PutDouble(attrHealthTemperature, h.TemperatureC.Value)
-			}
-			if h.ThrottleReasons.Valid {
-				s := attrs.PutEmptySlice(attrHealthThrottle)
-				for _, r := range h.ThrottleReasons.Reasons {
-					s.AppendEmpty().SetStr(r)
-				}
-			}
-			attrs.PutInt(attrHealthNVLinkCRC, int64(h.NVLinkCRCErrors()))
-			attrs.PutInt(attrHealthECCSBE, int64(h.Counters[nodestate.ECCSBEVolatile].Delta))
-			attrs.PutInt(attrHealthECCDBE, int64(h.Counters[nodestate.ECCDBEVolatile].Delta))
-			if len(h.XIDs) > 0 {
-				s := attrs.PutEmptySlice(attrHealthXIDs)
-				for _, x := range h.XIDs {
-					s.AppendEmpty().SetInt(int64(x.Code))
-				}
+			out.GPU = true
+			out.SMActive, out.HasSMActive = h.SMActive.Value, h.SMActive.Valid
+			out.Temperature, out.HasTemperature = h.TemperatureC.Value, h.TemperatureC.Valid
+			out.Throttle, out.HasThrottle = h.ThrottleReasons.Reasons, h.ThrottleReasons.Valid
+			out.NVLinkCRC = int64(h.NVLinkCRCErrors())
+			out.ECCSBE = int64(h.Counters[nodestate.ECCSBEVolatile].Delta)
+			out.ECCDBE = int64(h.Counters[nodestate.ECCDBEVolatile].Delta)
+			for _, x := range h.XIDs {
+				out.XIDs = append(out.XIDs, int64(x.Code))
 			}
 		}
 	}
 	if ib, ok := store.NodeIBHealth(from, end); ok {
-		found = true
-		attrs.PutInt(attrHealthIBSymbol, int64(ib.Totals[nodestate.IBSymbolErrors]))
-		attrs.PutInt(attrHealthIBLinkDown, int64(ib.Totals[nodestate.IBLinkDowned]))
+		out.IB = true
+		out.IBSymbol = int64(ib.Totals[nodestate.IBSymbolErrors])
+		out.IBLinkDown = int64(ib.Totals[nodestate.IBLinkDowned])
 	}
-	if found {
-		attrs.PutDouble(attrHealthWindowS, end.Sub(from).Seconds())
-	}
+	steprecord.PutHealth(attrs, out)
 }

@@ -70,17 +70,17 @@ func TestHealthOnTheRankSpan(t *testing.T) {
 	td := stepTraces("llama-70b", 0, 5, 1045, "xl003", t0, t0.Add(time.Second))
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr(semconv.AttrGPUUUID, uuid)
 	require.NoError(t, p.ConsumeTraces(context.Background(), td))
-	require.Eventually(t, func() bool { return len(sink.byName(stepSpanName)) == 1 }, 5*time.Second, 10*time.Millisecond)
-	a := sink.byName(stepSpanName)[0].Attributes()
+	require.Eventually(t, func() bool { return len(sink.byName(semconv.SpanTrainStep)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	a := sink.byName(semconv.SpanTrainStep)[0].Attributes()
 	get := func(k string) any { v, ok := a.Get(k); require.True(t, ok, k); return v.AsRaw() }
-	assert.Equal(t, 0.41, get(attrHealthSMActive))
-	assert.Equal(t, 71.0, get(attrHealthTemperature))
-	assert.Equal(t, []any{"hw_thermal_slowdown"}, get(attrHealthThrottle))
-	assert.Equal(t, int64(340), get(attrHealthNVLinkCRC), "NVLink CRC +340 over the window")
-	assert.Equal(t, int64(1), get(attrHealthECCDBE))
-	assert.Equal(t, []any{int64(48)}, get(attrHealthXIDs))
-	assert.Equal(t, int64(7), get(attrHealthIBSymbol))
-	assert.Equal(t, 60.0, get(attrHealthWindowS))
+	assert.Equal(t, 0.41, get(semconv.AttrHealthSMActive))
+	assert.Equal(t, 71.0, get(semconv.AttrHealthTemperature))
+	assert.Equal(t, []any{"hw_thermal_slowdown"}, get(semconv.AttrHealthThrottle))
+	assert.Equal(t, int64(340), get(semconv.AttrHealthNVLinkCRC), "NVLink CRC +340 over the window")
+	assert.Equal(t, int64(1), get(semconv.AttrHealthECCDBE))
+	assert.Equal(t, []any{int64(48)}, get(semconv.AttrHealthXIDs))
+	assert.Equal(t, int64(7), get(semconv.AttrHealthIBSymbol))
+	assert.Equal(t, 60.0, get(semconv.AttrHealthWindowS))
 }
 
 func TestMissingNodeStateExtensionFailsStart(t *testing.T) {
@@ -111,8 +111,8 @@ func TestHealthOverTheStepItself(t *testing.T) {
 	res := pcommon.NewMap()
 	res.PutStr(semconv.AttrGPUUUID, uuid)
 	putHealth(store, 0, res, attrs, t0, t0.Add(time.Second))
-	crc, _ := attrs.Get(attrHealthNVLinkCRC)
+	crc, _ := attrs.Get(semconv.AttrHealthNVLinkCRC)
 	assert.Equal(t, int64(70), crc.Int(), "from the last reading at the step's start to its end")
-	w, _ := attrs.Get(attrHealthWindowS)
+	w, _ := attrs.Get(semconv.AttrHealthWindowS)
 	assert.Equal(t, 1.0, w.Double())
 }

@@ -16,24 +16,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
-// Names of the training contract (docs/training-scripts.md).
-const (
-	stepSpanName      = "train.step"
-	attrAttempt       = "training.attempt"
-	attrCollCount     = "nccl.collectives.count"
-	attrCollTotalNs   = "nccl.collectives.total_ns"
-	attrCollMaxNs     = "nccl.collectives.max_ns"
-	attrCollMaxName   = "nccl.collectives.max_name"
-	attrCollOffsetsNs = "nccl.collectives.enqueue_offsets_ns"
-	attrCollAnomalies = "nccl.collectives.anomalies"
-	// flushEvery is how often held steps and orphan collectives are checked.
-	flushEvery = 100 * time.Millisecond
-)
+// flushEvery is how often held steps and orphan collectives are checked.
+const flushEvery = 100 * time.Millisecond
 
 // stepKey identifies one rank's record of one step.
 type stepKey struct {
@@ -153,7 +141,7 @@ func (p *stepSpanProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
 				switch {
-				case span.Name() == stepSpanName:
+				case span.Name() == semconv.SpanTrainStep:
 					if s := p.holdStep(res, ss.Scope(), span, now); s != nil {
 						evicted = append(evicted, s)
 					}
@@ -180,21 +168,10 @@ func (p *stepSpanProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 
 func isCollective(span ptrace.Span) bool {
 	src, ok := span.Attributes().Get(semconv.AttrNCCLSource)
-	return ok && (src.Str() == "flight_recorder" || src.Str() == "inspector")
+	return ok && (src.Str() == semconv.NCCLSourceFlightRecorder || src.Str() == semconv.NCCLSourceInspector)
 }
 
-// intAttr reads an int attribute from the span, then the resource.
-func intAttr(span, res pcommon.Map, key string) (int64, bool) {
-	for _, m := range []pcommon.Map{span, res} {
-		if v, ok := m.Get(key); ok {
-			if n, ok := pvalue.Int(v); ok {
-				return n, true
-			}
-		}
-	}
-	return 0, false
-}
-
+// strAttr reads a string attribute from the span, then the resource.
 func strAttr(span, res pcommon.Map, key string) string {
 	for _, m := range []pcommon.Map{span, res} {
 		if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr {
@@ -205,24 +182,24 @@ func strAttr(span, res pcommon.Map, key string) string {
 }
 
 // holdStep gives a rank's step span the contract's ids and holds it for
-// collective_wait. A span missing the job, step or rank keeps its own ids
-// (and is still held, so it leaves in order). It returns a step evicted by
-// the max_open_steps bound, to be sent at once.
+// collective_wait. A span without an identity (steprecord) keeps its own
+// ids (and is still held, so it leaves in order, with its rank's
+// collectives when it names a rank). It returns a step evicted by the
+// max_open_steps bound, to be sent at once.
 func (p *stepSpanProcessor) holdStep(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) *openStep {
 	attrs := span.Attributes()
 	p.capStrings(attrs)
-	key := stepKey{job: strAttr(attrs, res, semconv.AttrTrainingJobID), rank: -1}
-	key.attempt, _ = intAttr(attrs, res, attrAttempt)
-	step, hasStep := intAttr(attrs, res, semconv.AttrIterationStep)
-	rank, hasRank := intAttr(attrs, res, semconv.AttrTrainingRank)
-	key.step = step
-	if hasRank {
-		key.rank = rank
+	rec := steprecord.Read(attrs, res)
+	key := stepKey{job: rec.Job(), attempt: rec.Int(steprecord.FieldAttempt), step: rec.Int(steprecord.FieldStep), rank: -1}
+	if rec.Has(steprecord.FieldRank) {
+		key.rank = rec.Int(steprecord.FieldRank)
 	}
-	if key.job != "" && hasStep && hasRank {
-		span.SetTraceID(stepid.TraceID(key.job, key.attempt, step))
-		span.SetSpanID(stepid.RankSpanID(key.job, key.attempt, step, rank))
-		span.SetParentSpanID(stepid.RootSpanID(key.job, key.attempt, step))
+	if id, err := rec.Identity(); err == nil {
+		span.SetTraceID(id.TraceID())
+		span.SetSpanID(id.RankSpanID())
+		span.SetParentSpanID(id.RootSpanID())
+	} else {
+		p.logger.Debug("stepspanprocessor: a step span without the contract's identity keeps its ids", zap.Error(err))
 	}
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -293,9 +270,13 @@ func (p *stepSpanProcessor) capStrings(m pcommon.Map) {
 	})
 }
 
-// keepCollective stores a collective span of a rank for the steps.
+// keepCollective stores a collective span of a rank (its resource's
+// training.rank, 0 without one) for the steps.
 func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) {
-	rank, _ := intAttr(res, res, semconv.AttrTrainingRank)
+	var rank int64
+	if v, ok := res.Get(semconv.AttrTrainingRank); ok {
+		rank, _ = steprecord.Int(v)
+	}
 	rk := rankKey{host: strAttr(res, res, semconv.AttrHostName), rank: rank}
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -376,12 +357,8 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 	list := p.collectives[rankKey{host: s.host, rank: s.key.rank}]
 	medians := medianDurations(list)
 	var (
-		count   int64
-		total   time.Duration
-		longest time.Duration
-		longNm  string
-		offsets []any
-		out     = []ptrace.Traces{s.td}
+		sum steprecord.Collectives
+		out = []ptrace.Traces{s.td}
 	)
 	for _, c := range list {
 		if c.claimed || c.start.Before(s.start) || c.start.After(s.end) {
@@ -389,14 +366,14 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 		}
 		c.claimed = true
 		d := c.end.Sub(c.start)
-		count++
-		total += d
-		if d > longest {
-			longest, longNm = d, c.name
+		sum.Count++
+		sum.Total += d
+		if d > sum.Longest {
+			sum.Longest, sum.LongestName = d, c.name
 		}
 		// Offsets within this rank's own clock: the step's start and the
 		// collective's enqueue come from the same host.
-		offsets = append(offsets, int64(c.start.Sub(s.start)))
+		sum.Offsets = append(sum.Offsets, int64(c.start.Sub(s.start)))
 		if c.failed || (medians[c.name] > 0 && float64(d) > p.cfg.AnomalyFactor*float64(medians[c.name])) {
 			cs := c.td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 			cs.SetTraceID(span.TraceID())
@@ -405,14 +382,8 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 		}
 	}
 	a := span.Attributes()
-	a.PutInt(attrCollCount, count)
-	if count > 0 {
-		a.PutInt(attrCollTotalNs, int64(total))
-		a.PutInt(attrCollMaxNs, int64(longest))
-		a.PutStr(attrCollMaxName, longNm)
-		_ = a.PutEmptySlice(attrCollOffsetsNs).FromRaw(offsets)
-	}
-	a.PutInt(attrCollAnomalies, int64(len(out)-1))
+	sum.Anomalies = int64(len(out) - 1)
+	steprecord.PutCollectives(a, sum)
 	if p.health != nil {
 		putHealth(p.health, p.cfg.HealthWindow, s.td.ResourceSpans().At(0).Resource().Attributes(), a, s.start, s.end)
 	}

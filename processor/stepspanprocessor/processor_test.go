@@ -18,15 +18,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
-	"go.uber.org/goleak"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor/internal/metadata"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 // capture records what the processor sends on, with the job the client
 // metadata carried.
@@ -103,11 +98,11 @@ func stepTraces(job string, attempt, step, rank int64, host string, from, to tim
 	r := rs.Resource().Attributes()
 	r.PutStr("service.name", "trainer")
 	r.PutStr(semconv.AttrTrainingJobID, job)
-	r.PutInt(attrAttempt, attempt)
+	r.PutInt(semconv.AttrTrainingAttempt, attempt)
 	r.PutInt(semconv.AttrTrainingRank, rank)
 	r.PutStr(semconv.AttrHostName, host)
 	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
-	s.SetName(stepSpanName)
+	s.SetName(semconv.SpanTrainStep)
 	s.SetTraceID(pcommon.TraceID{1, 2, 3})
 	s.SetSpanID(pcommon.SpanID{4, 5, 6})
 	s.SetStartTimestamp(pcommon.NewTimestampFromTime(from))
@@ -149,9 +144,9 @@ func TestRankSpansGetTheContractIDs(t *testing.T) {
 	for rank := int64(0); rank < 8; rank++ {
 		require.NoError(t, p.ConsumeTraces(context.Background(), stepTraces("llama-70b", 0, 18231, rank, "xl003", t0, t0.Add(time.Second))))
 	}
-	require.Eventually(t, func() bool { return len(sink.byName(stepSpanName)) == 8 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(sink.byName(semconv.SpanTrainStep)) == 8 }, 5*time.Second, 10*time.Millisecond)
 	traces := map[string]bool{}
-	for i, s := range sink.byName(stepSpanName) {
+	for i, s := range sink.byName(semconv.SpanTrainStep) {
 		rank, _ := s.Attributes().Get(semconv.AttrTrainingRank)
 		_ = rank
 		r := sink.res[i]
@@ -170,8 +165,8 @@ func TestRestartedJobDoesNotCollide(t *testing.T) {
 	p, sink := start(t, testConfig())
 	require.NoError(t, p.ConsumeTraces(context.Background(), stepTraces("llama-70b", 0, 10, 1, "xl003", t0, t0.Add(time.Second))))
 	require.NoError(t, p.ConsumeTraces(context.Background(), stepTraces("llama-70b", 1, 10, 1, "xl003", t0.Add(time.Hour), t0.Add(time.Hour+time.Second))))
-	require.Eventually(t, func() bool { return len(sink.byName(stepSpanName)) == 2 }, 5*time.Second, 10*time.Millisecond)
-	spans := sink.byName(stepSpanName)
+	require.Eventually(t, func() bool { return len(sink.byName(semconv.SpanTrainStep)) == 2 }, 5*time.Second, 10*time.Millisecond)
+	spans := sink.byName(semconv.SpanTrainStep)
 	assert.NotEqual(t, spans[0].TraceID(), spans[1].TraceID(), "attempt 1 replays step 10 in its own trace")
 }
 
@@ -192,15 +187,15 @@ func TestCollectivesFoldIntoTheStep(t *testing.T) {
 	require.NoError(t, p.ConsumeTraces(ctx, collectiveTraces("xl003", 4, "nccl:all_reduce", t0.Add(200*time.Millisecond), 10*time.Millisecond, false)))
 	require.NoError(t, p.ConsumeTraces(ctx, collectiveTraces("xl003", 3, "nccl:all_reduce", t0.Add(2*time.Second), 10*time.Millisecond, false)))
 
-	require.Eventually(t, func() bool { return len(sink.byName(stepSpanName)) == 1 }, 5*time.Second, 10*time.Millisecond)
-	step := sink.byName(stepSpanName)[0]
+	require.Eventually(t, func() bool { return len(sink.byName(semconv.SpanTrainStep)) == 1 }, 5*time.Second, 10*time.Millisecond)
+	step := sink.byName(semconv.SpanTrainStep)[0]
 	a := step.Attributes()
 	get := func(k string) int64 { v, ok := a.Get(k); require.True(t, ok, k); return v.Int() }
-	assert.Equal(t, int64(6), get(attrCollCount))
-	assert.Equal(t, int64(4*10+100+5)*int64(time.Millisecond), get(attrCollTotalNs))
-	assert.Equal(t, int64(100*time.Millisecond), get(attrCollMaxNs))
-	assert.Equal(t, int64(2), get(attrCollAnomalies))
-	offsets, _ := a.Get(attrCollOffsetsNs)
+	assert.Equal(t, int64(6), get(semconv.AttrCollectivesCount))
+	assert.Equal(t, int64(4*10+100+5)*int64(time.Millisecond), get(semconv.AttrCollectivesTotalNs))
+	assert.Equal(t, int64(100*time.Millisecond), get(semconv.AttrCollectivesMaxNs))
+	assert.Equal(t, int64(2), get(semconv.AttrCollectivesAnomalies))
+	offsets, _ := a.Get(semconv.AttrCollectivesOffsetsNs)
 	assert.Equal(t, 6, offsets.Slice().Len())
 
 	all := sink.byName("nccl:all_reduce")
@@ -242,7 +237,7 @@ func TestBounds(t *testing.T) {
 	p.mu.Unlock()
 	assert.LessOrEqual(t, open, 10)
 	assert.Equal(t, 990, sink.count(), "the oldest steps were sent on, not dropped")
-	junk, _ := sink.byName(stepSpanName)[0].Attributes().Get("junk")
+	junk, _ := sink.byName(semconv.SpanTrainStep)[0].Attributes().Get("junk")
 	assert.Len(t, junk.Str(), 16)
 }
 
@@ -274,7 +269,7 @@ func TestAgentRestartMidStep(t *testing.T) {
 			require.NoError(t, pr.ConsumeTraces(context.Background(), stepTraces("llama-70b", 0, 42, rank, "xl003", t0, t0.Add(time.Second))))
 		}
 		require.NoError(t, pr.Shutdown(context.Background())) // a restart sends what it held
-		for _, s := range sink.byName(stepSpanName) {
+		for _, s := range sink.byName(semconv.SpanTrainStep) {
 			ids[s.TraceID().String()+"/"+s.ParentSpanID().String()]++
 		}
 	}

@@ -29,10 +29,6 @@ type Config struct {
 	// open steps over all jobs; beyond it the oldest open step is decided.
 	// Default 1048576.
 	MaxHeldRanks int `mapstructure:"max_held_ranks"`
-	// MaxHeldSpans is the removed bound on held rank spans: spans are no
-	// longer held. Set, it fails Validate with a pointer to max_held_ranks
-	// (its count meant the same, but its memory was 30 times larger).
-	MaxHeldSpans int `mapstructure:"max_held_spans"`
 	// SlowStepFactor: a step longer than this many times the job's rolling
 	// mean step duration carries step.slow = true. Default 3.
 	SlowStepFactor float64 `mapstructure:"slow_step_factor"`
@@ -94,9 +90,6 @@ func (cfg *Config) Validate() error {
 		if b.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %d", b.name, b.v))
 		}
-	}
-	if cfg.MaxHeldSpans != 0 {
-		errs = append(errs, fmt.Errorf("max_held_spans: removed (rank spans are no longer held, only about 100 bytes per rank); use max_held_ranks instead, got %d", cfg.MaxHeldSpans))
 	}
 	if math.IsNaN(cfg.SlowStepFactor) || math.IsInf(cfg.SlowStepFactor, 0) || cfg.SlowStepFactor <= 1 {
 		errs = append(errs, fmt.Errorf("slow_step_factor: must be a finite number greater than 1, got %g", cfg.SlowStepFactor))

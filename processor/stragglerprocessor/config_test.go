@@ -38,13 +38,14 @@ func TestConfigUnmarshal(t *testing.T) {
 	assert.Equal(t, straggler.PersistenceOptions{K: 2, N: 4}, cfg.persistenceOptions())
 }
 
-func TestRemovedMaxHeldSpansPointsToMaxHeldRanks(t *testing.T) {
+// max_held_spans, the bound of the spans this processor no longer holds, is
+// gone: like any unknown key, the collector's unmarshal refuses it and names
+// it (max_held_ranks replaced it).
+func TestRemovedMaxHeldSpansIsRefused(t *testing.T) {
 	cfg := defaultConfig()
-	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_held_spans": 262144}).Unmarshal(cfg))
-	err := cfg.Validate()
+	err := confmap.NewFromStringMap(map[string]any{"max_held_spans": 262144}).Unmarshal(cfg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "max_held_spans: removed")
-	assert.Contains(t, err.Error(), "use max_held_ranks")
+	assert.Contains(t, err.Error(), "max_held_spans")
 
 	cfg = defaultConfig()
 	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_held_ranks": 4096}).Unmarshal(cfg))
@@ -59,7 +60,6 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		"max_open_steps_per_job": func(c *Config) { c.MaxOpenStepsPerJob = -1 },
 		"max_ranks_per_step":     func(c *Config) { c.MaxRanksPerStep = 0 },
 		"max_held_ranks":         func(c *Config) { c.MaxHeldRanks = 0 },
-		"max_held_spans":         func(c *Config) { c.MaxHeldSpans = 1000 },
 		"slow_step_window":       func(c *Config) { c.SlowStepWindow = 0 },
 		"slow_step_factor":       func(c *Config) { c.SlowStepFactor = math.NaN() },
 		"rule":                   func(c *Config) { c.Rule = "vibes" },

@@ -5,18 +5,16 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/pvalue"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
-	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 )
 
 // decide closes a step: scores its ranks, updates the job's persistence and
@@ -49,7 +47,7 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 		stepDuration = time.Duration(min(uint64(st.end-st.start), math.MaxInt64))
 	}
 	key := js.key
-	ids := stepIDs{trace: stepid.TraceID(key.job, key.attempt, st.step), root: stepid.RootSpanID(key.job, key.attempt, st.step)}
+	ids := stepIDs{trace: steprecord.TraceID(key.job, key.attempt, st.step), root: steprecord.RootSpanID(key.job, key.attempt, st.step)}
 	td := ptrace.NewTraces()
 	p.appendRoot(td, st, ids, d.Summary, len(d.Flags), js.observeDuration(stepDuration, p.cfg.SlowStepFactor))
 
@@ -64,7 +62,7 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 			verdict = verdictFlagged
 		}
 		if j, ok := slices.BinarySearchFunc(open, res.Rank, func(v straggler.Verdict, rank int) int { return cmp.Compare(v.Rank, rank) }); ok {
-			verdict = "straggler." + open[j].Kind.String()
+			verdict = semconv.StragglerVerdictPrefix + open[j].Kind.String()
 		}
 		if verdict != "" {
 			appendVerdict(td, st, ids, &st.records[i], res.Score, verdict, flag)
@@ -74,7 +72,7 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	eff.out = append(eff.out, td)
 }
 
-// stepIDs are the contract's ids of a step (internal/stepid).
+// stepIDs are the contract's ids of a step (internal/steprecord).
 type stepIDs struct {
 	trace pcommon.TraceID
 	root  pcommon.SpanID
@@ -85,11 +83,11 @@ type stepIDs struct {
 // so the two always differ.
 const verdictIDMask = 0x7665726469637421
 
-// verdictSpanID is stepid.RankSpanID XOR verdictIDMask. Should that equal
+// verdictSpanID is steprecord.RankSpanID XOR verdictIDMask. Should that equal
 // the rank span's actual id (a script that chose its own ids, by a 2^-64
 // chance) or be all zero (invalid), one bit more is flipped.
 func verdictSpanID(key jobKey, step, rank int64, rankSpanID pcommon.SpanID) pcommon.SpanID {
-	id := stepid.RankSpanID(key.job, key.attempt, step, rank)
+	id := steprecord.RankSpanID(key.job, key.attempt, step, rank)
 	binary.BigEndian.PutUint64(id[:], binary.BigEndian.Uint64(id[:])^verdictIDMask)
 	if id == rankSpanID || id.IsEmpty() {
 		id[7] ^= 1
@@ -104,7 +102,7 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 	rs := td.ResourceSpans().AppendEmpty()
 	res := rs.Resource().Attributes()
 	res.PutStr(semconv.AttrTrainingJobID, key.job)
-	res.PutStr(attrServiceName, gatewayService)
+	res.PutStr(semconv.AttrServiceName, gatewayService)
 	if r.host != "" {
 		res.PutStr(semconv.AttrHostName, r.host)
 	}
@@ -114,7 +112,7 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName)
 	span := ss.Spans().AppendEmpty()
-	span.SetName(verdictSpanName)
+	span.SetName(semconv.SpanTrainStepVerdict)
 	span.SetKind(ptrace.SpanKindInternal)
 	span.SetTraceID(ids.trace)
 	span.SetParentSpanID(ids.root)
@@ -123,17 +121,9 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 	span.SetEndTimestamp(r.end)
 	a := span.Attributes()
 	a.EnsureCapacity(11)
-	a.PutStr(semconv.AttrTrainingJobID, key.job)
-	a.PutInt(attrAttempt, key.attempt)
-	a.PutInt(semconv.AttrIterationStep, st.step)
-	a.PutInt(semconv.AttrTrainingRank, r.rank)
+	steprecord.PutIdentity(a, steprecord.Identity{Job: key.job, Attempt: key.attempt, Step: st.step, Rank: r.rank})
 	if r.group != "" {
-		// as the script sent it when it is a number (the usual case)
-		if stage, err := strconv.ParseInt(r.group, 10, 64); err == nil {
-			a.PutInt(attrPPStage, stage)
-		} else {
-			a.PutStr(attrPPStage, r.group)
-		}
+		steprecord.PutStage(a, r.group)
 	}
 	if r.host != "" {
 		a.PutStr(semconv.AttrHostName, r.host)
@@ -141,11 +131,11 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 	if r.gpu != "" {
 		a.PutStr(semconv.AttrGPUUUID, r.gpu)
 	}
-	a.PutDouble(attrScore, score)
-	a.PutStr(attrVerdict, verdict)
+	a.PutDouble(semconv.AttrStragglerScore, score)
+	a.PutStr(semconv.AttrStragglerVerdict, verdict)
 	if flag != nil {
-		a.PutDouble(attrComputeRatio, flag.ComputeRatio)
-		a.PutDouble(attrWaitRatio, flag.WaitRatio)
+		a.PutDouble(semconv.AttrStragglerComputeRatio, flag.ComputeRatio)
+		a.PutDouble(semconv.AttrStragglerWaitRatio, flag.WaitRatio)
 	}
 	if !r.spanID.IsEmpty() {
 		link := span.Links().AppendEmpty()
@@ -160,37 +150,35 @@ func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, ids step
 	key := st.job.key
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr(semconv.AttrTrainingJobID, key.job)
-	rs.Resource().Attributes().PutStr(attrServiceName, gatewayService)
+	rs.Resource().Attributes().PutStr(semconv.AttrServiceName, gatewayService)
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName)
 	root := ss.Spans().AppendEmpty()
-	root.SetName(rootSpanName)
+	root.SetName(semconv.SpanTrainStepRoot)
 	root.SetKind(ptrace.SpanKindInternal)
 	root.SetTraceID(ids.trace)
 	root.SetSpanID(ids.root)
 	root.SetStartTimestamp(st.start)
 	root.SetEndTimestamp(st.end)
 	a := root.Attributes()
-	a.PutStr(semconv.AttrTrainingJobID, key.job)
-	a.PutInt(attrAttempt, key.attempt)
-	a.PutInt(semconv.AttrIterationStep, st.step)
+	steprecord.PutStep(a, key.job, key.attempt, st.step)
 	a.PutInt(semconv.AttrTrainingWorldSize, st.worldSize)
-	a.PutInt(attrRanksReported, int64(sum.RanksReported))
-	a.PutInt(attrStepMean, int64(sum.Mean))
-	a.PutInt(attrStepMedian, int64(sum.Median))
-	a.PutInt(attrStepP99, int64(sum.P99))
-	a.PutInt(attrStepMax, int64(sum.Max))
-	a.PutInt(attrSlowestRank, int64(sum.SlowestRank))
-	a.PutInt(attrFlaggedRanks, int64(flagged))
-	a.PutBool(attrStepSlow, slow)
+	a.PutInt(semconv.AttrStepRanksReported, int64(sum.RanksReported))
+	a.PutInt(semconv.AttrStepMeanNs, int64(sum.Mean))
+	a.PutInt(semconv.AttrStepMedianNs, int64(sum.Median))
+	a.PutInt(semconv.AttrStepP99Ns, int64(sum.P99))
+	a.PutInt(semconv.AttrStepMaxNs, int64(sum.Max))
+	a.PutInt(semconv.AttrStepSlowestRank, int64(sum.SlowestRank))
+	a.PutInt(semconv.AttrStragglerFlaggedRanks, int64(flagged))
+	a.PutBool(semconv.AttrStepSlow, slow)
 }
 
 func (p *stragglerProcessor) logTransition(key jobKey, tr straggler.Transition) {
 	v := tr.Verdict
 	p.logger.Info("stragglerprocessor: straggler verdict "+tr.State.String(),
-		zap.String("training.job.id", key.job), zap.Int64("training.attempt", key.attempt),
-		zap.Int("training.rank", v.Rank), zap.String("group", v.Group),
-		zap.String("kind", "straggler."+v.Kind.String()),
+		zap.String(semconv.AttrTrainingJobID, key.job), zap.Int64(semconv.AttrTrainingAttempt, key.attempt),
+		zap.Int(semconv.AttrTrainingRank, v.Rank), zap.String("group", v.Group),
+		zap.String("kind", semconv.StragglerVerdictPrefix+v.Kind.String()),
 		zap.Int64("onset_step", v.OnsetStep), zap.Int64("last_flagged_step", v.LastFlaggedStep),
 		zap.Int("flagged_steps", v.FlaggedSteps), zap.Float64("peak_ratio", v.PeakRatio),
 		zap.Float64("compute_ratio", v.Evidence.ComputeRatio), zap.Float64("wait_ratio", v.Evidence.WaitRatio))
@@ -240,20 +228,38 @@ func (js *jobState) observeDuration(d time.Duration, factor float64) bool {
 	return slow
 }
 
+// computePhases are the phases whose sum is a rank's compute time: the
+// model's own work. Data loading is left out: an input stall is a storage or
+// loader problem, not a slow GPU or host to cordon, and single data-loader
+// hiccups on random ranks (common in healthy jobs) would otherwise add up to
+// false compute verdicts. The data-load share is reported per job by the
+// stepmetrics connector.
+var computePhases = [...]steprecord.Phase{steprecord.PhaseForward, steprecord.PhaseBackward, steprecord.PhaseOptimizer}
+
 // signal returns the rank's own compute time and its time in collectives.
-// Compute is the sum of the phase durations when the span has any, else the
-// step's duration less the time in collectives, else the step's duration
-// (which in synchronous training finds nothing, but is all there is).
-func (a *stepAttrs) signal(span ptrace.Span) (compute, wait time.Duration) {
-	wait = time.Duration(max(a.collTotal, 0))
-	if a.set&anyPhase != 0 {
-		return time.Duration(a.phases), wait
+// Compute is the sum of the phase durations when the span has any (a
+// negative one counts zero), else the step's duration less the time in
+// collectives, else the step's duration (which in synchronous training
+// finds nothing, but is all there is).
+func signal(a *steprecord.Attrs, span ptrace.Span) (compute, wait time.Duration) {
+	if a.Has(steprecord.FieldCollectivesTotalNs) {
+		wait = time.Duration(max(a.Int(steprecord.FieldCollectivesTotalNs), 0))
+	}
+	var phases int64
+	anyPhase := false
+	for _, ph := range computePhases {
+		if a.Has(ph.Field()) {
+			phases, anyPhase = saturatingAdd(phases, max(a.Phase(ph), 0)), true
+		}
+	}
+	if anyPhase {
+		return time.Duration(phases), wait
 	}
 	dur := int64(span.EndTimestamp()) - int64(span.StartTimestamp())
 	if span.EndTimestamp() < span.StartTimestamp() {
 		dur = 0
 	}
-	if a.set&hasCollTotal != 0 {
+	if a.Has(steprecord.FieldCollectivesTotalNs) {
 		return time.Duration(max(dur-int64(wait), 0)), wait
 	}
 	return time.Duration(max(dur, 0)), wait
@@ -266,150 +272,23 @@ func saturatingAdd(a, b int64) int64 {
 	return a + b
 }
 
-// stepAttrs are the attributes gather reads from a rank's step span, each
-// from the span or, where the span has none of the right type, from its
-// resource; the phases and the time in collectives from the span only. One
-// pass over each map: a lookup per attribute walked a rank span's twenty-odd
-// attributes a dozen times.
-type stepAttrs struct {
-	job, host, gpu, group          string
-	step, rank, attempt, worldSize int64
-	phases, collTotal              int64
-	set                            fieldSet
-	// verdictOrScore: the span carries straggler.score or straggler.verdict,
-	// which only this processor's decision may set.
-	verdictOrScore bool
-}
-
-// fieldSet says which fields of a stepAttrs were found.
-type fieldSet uint16
-
-const (
-	hasJob fieldSet = 1 << iota
-	hasHost
-	hasGPU
-	hasGroup
-	hasStep
-	hasRank
-	hasAttempt
-	hasWorldSize
-	hasCollTotal
-	hasForward
-	hasBackward
-	hasOptimizer
-
-	anyPhase = hasForward | hasBackward | hasOptimizer
-)
-
-// read takes from m the fields not found yet: first the span's attributes
-// (fromSpan), then the resource's.
-func (a *stepAttrs) read(m pcommon.Map, fromSpan bool) {
-	for k, v := range m.All() {
-		switch k {
-		case semconv.AttrTrainingJobID:
-			a.str(v, hasJob, &a.job)
-		case semconv.AttrHostName:
-			a.str(v, hasHost, &a.host)
-		case semconv.AttrGPUUUID:
-			a.str(v, hasGPU, &a.gpu)
-		case attrPPStage:
-			if a.set&hasGroup == 0 {
-				a.group, a.set = groupString(v), a.set|hasGroup
-			}
-		case semconv.AttrIterationStep:
-			a.int(v, hasStep, &a.step)
-		case semconv.AttrTrainingRank:
-			a.int(v, hasRank, &a.rank)
-		case attrAttempt:
-			a.int(v, hasAttempt, &a.attempt)
-		case semconv.AttrTrainingWorldSize:
-			a.int(v, hasWorldSize, &a.worldSize)
-		}
-		if !fromSpan {
-			continue
-		}
-		switch k {
-		case attrPhaseForward:
-			a.phase(v, hasForward)
-		case attrPhaseBackward:
-			a.phase(v, hasBackward)
-		case attrPhaseOptimizer:
-			a.phase(v, hasOptimizer)
-		case attrCollTotalNs:
-			a.int(v, hasCollTotal, &a.collTotal)
-		case attrScore, attrVerdict:
-			a.verdictOrScore = true
+// readStepSpan reads a rank's step span's attributes into a in one pass (a
+// lookup per attribute walked a rank span's twenty-odd attributes a dozen
+// times), and reports whether the span carries straggler.score or
+// straggler.verdict, which only this processor's decision may set.
+func readStepSpan(a *steprecord.Attrs, attrs pcommon.Map) (verdictOrScore bool) {
+	for k, v := range attrs.All() {
+		if !a.Take(k, v, true) && (k == semconv.AttrStragglerScore || k == semconv.AttrStragglerVerdict) {
+			verdictOrScore = true
 		}
 	}
-}
-
-// inherit takes from res, its resource's, the fields a's span lacked.
-func (a *stepAttrs) inherit(res *stepAttrs) {
-	missing := res.set &^ a.set
-	if missing == 0 {
-		return
-	}
-	for _, f := range [...]struct {
-		bit      fieldSet
-		dst, src *string
-	}{{hasJob, &a.job, &res.job}, {hasHost, &a.host, &res.host}, {hasGPU, &a.gpu, &res.gpu}, {hasGroup, &a.group, &res.group}} {
-		if missing&f.bit != 0 {
-			*f.dst = *f.src
-		}
-	}
-	for _, f := range [...]struct {
-		bit      fieldSet
-		dst, src *int64
-	}{{hasStep, &a.step, &res.step}, {hasRank, &a.rank, &res.rank}, {hasAttempt, &a.attempt, &res.attempt}, {hasWorldSize, &a.worldSize, &res.worldSize}} {
-		if missing&f.bit != 0 {
-			*f.dst = *f.src
-		}
-	}
-	a.set |= missing
+	return verdictOrScore
 }
 
 // removeVerdict drops the straggler score and verdict a span arrived with:
 // only this processor's decision may say who straggles, and downstream
 // reads a verdict from any span naming a rank.
 func removeVerdict(attrs pcommon.Map) {
-	attrs.Remove(attrScore)
-	attrs.Remove(attrVerdict)
-}
-
-// str sets *dst to a string v unless f was found.
-func (a *stepAttrs) str(v pcommon.Value, f fieldSet, dst *string) {
-	if a.set&f == 0 && v.Type() == pcommon.ValueTypeStr {
-		*dst, a.set = v.Str(), a.set|f
-	}
-}
-
-// int sets *dst to an integer v (pvalue.Int) unless f was found.
-func (a *stepAttrs) int(v pcommon.Value, f fieldSet, dst *int64) {
-	if a.set&f != 0 {
-		return
-	}
-	if n, ok := pvalue.Int(v); ok {
-		*dst, a.set = n, a.set|f
-	}
-}
-
-// phase adds a phase's duration (a negative one counts zero) unless found.
-func (a *stepAttrs) phase(v pcommon.Value, f fieldSet) {
-	if a.set&f != 0 {
-		return
-	}
-	if n, ok := pvalue.Int(v); ok {
-		a.phases, a.set = saturatingAdd(a.phases, max(n, 0)), a.set|f
-	}
-}
-
-// groupString is a pipeline stage as a group name.
-func groupString(v pcommon.Value) string {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return strconv.FormatInt(v.Int(), 10)
-	case pcommon.ValueTypeStr:
-		return v.Str()
-	}
-	return v.AsString()
+	attrs.Remove(semconv.AttrStragglerScore)
+	attrs.Remove(semconv.AttrStragglerVerdict)
 }

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 func stepSpan(dur time.Duration, attrs map[string]any) ptrace.Span {
@@ -45,9 +45,9 @@ func TestSignal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			span := stepSpan(tt.dur, tt.attrs)
-			var a stepAttrs
-			a.read(span.Attributes(), true)
-			c, w := a.signal(span)
+			var a steprecord.Attrs
+			a.Read(span.Attributes(), true)
+			c, w := signal(&a, span)
 			assert.Equal(t, tt.compute, c)
 			assert.Equal(t, tt.wait, w)
 		})
@@ -84,57 +84,66 @@ func TestDecidedRing(t *testing.T) {
 
 // readAttrs is what gather reads of a span with attributes span under a
 // resource with attributes res.
-func readAttrs(span, res pcommon.Map) stepAttrs {
-	var a, r stepAttrs
-	a.read(span, true)
-	r.read(res, false)
-	a.inherit(&r)
-	return a
+func readAttrs(span, res pcommon.Map) *steprecord.Attrs {
+	var a, r steprecord.Attrs
+	readStepSpan(&a, span)
+	r.Read(res, false)
+	a.Inherit(&r)
+	return &a
+}
+
+// verdictOrScore is what gather's read says of a span's own verdict.
+func verdictOrScore(span pcommon.Map) bool {
+	var a steprecord.Attrs
+	return readStepSpan(&a, span)
 }
 
 func TestGroupAndAttributes(t *testing.T) {
 	span, res := pcommon.NewMap(), pcommon.NewMap()
 	a := readAttrs(span, res)
-	assert.Empty(t, a.group)
-	assert.Zero(t, a.set)
+	assert.Empty(t, a.Stage())
+	assert.Zero(t, a.Found())
 	res.PutInt("training.pp_stage", 3)
-	assert.Equal(t, "3", readAttrs(span, res).group)
+	assert.Equal(t, "3", readAttrs(span, res).Stage())
 	span.PutStr("training.pp_stage", "first")
-	assert.Equal(t, "first", readAttrs(span, res).group, "the span wins")
+	assert.Equal(t, "first", readAttrs(span, res).Stage(), "the span wins")
 
 	span.PutDouble("iteration.step", 42)
 	a = readAttrs(span, res)
-	assert.NotZero(t, a.set&hasStep)
-	assert.Equal(t, int64(42), a.step)
+	assert.True(t, a.Has(steprecord.FieldStep))
+	assert.Equal(t, int64(42), a.Int(steprecord.FieldStep))
 	span.PutDouble("iteration.step", 4.5)
-	assert.Zero(t, readAttrs(span, res).set&hasStep)
+	assert.False(t, readAttrs(span, res).Has(steprecord.FieldStep))
 	span.PutDouble("iteration.step", math.Inf(1))
-	assert.Zero(t, readAttrs(span, res).set&hasStep)
+	assert.False(t, readAttrs(span, res).Has(steprecord.FieldStep))
 	res.PutInt("iteration.step", 7)
-	assert.Equal(t, int64(7), readAttrs(span, res).step, "a span value of the wrong type leaves the resource's")
+	assert.Equal(t, int64(7), readAttrs(span, res).Int(steprecord.FieldStep), "a span value of the wrong type leaves the resource's")
 
 	res.PutStr("training.job.id", "j")
-	assert.Equal(t, "j", readAttrs(span, res).job)
+	assert.Equal(t, "j", readAttrs(span, res).Job())
 	span.PutInt("training.job.id", 5)
-	assert.Equal(t, "j", readAttrs(span, res).job, "a job id must be a string")
+	assert.Equal(t, "j", readAttrs(span, res).Job(), "a job id must be a string")
 	span.PutStr("training.job.id", "")
 	a = readAttrs(span, res)
-	assert.Empty(t, a.job, "an empty id on the span is the span's")
-	assert.NotZero(t, a.set&hasJob)
+	assert.Empty(t, a.Job(), "an empty id on the span is the span's")
+	assert.True(t, a.Has(steprecord.FieldJob))
 
 	// The phases and the time in collectives come from the span only.
 	res.PutInt("training.phase.forward_ns", 100)
 	res.PutInt("nccl.collectives.total_ns", 100)
 	a = readAttrs(span, res)
-	assert.Zero(t, a.set&(anyPhase|hasCollTotal))
-	assert.False(t, a.verdictOrScore)
+	for _, f := range []steprecord.Field{steprecord.FieldPhaseForward, steprecord.FieldPhaseBackward,
+		steprecord.FieldPhaseOptimizer, steprecord.FieldCollectivesTotalNs} {
+		assert.False(t, a.Has(f), f.Key())
+	}
+	assert.False(t, verdictOrScore(span))
 	span.PutStr("straggler.verdict", "straggler.compute")
-	assert.True(t, readAttrs(span, res).verdictOrScore)
+	assert.True(t, verdictOrScore(span))
 }
 
 func TestVerdictSpanID(t *testing.T) {
 	key := jobKey{job: "llama-70b"}
-	contract := stepid.RankSpanID("llama-70b", 0, 18231, 1045)
+	contract := steprecord.RankSpanID("llama-70b", 0, 18231, 1045)
 	// the training contract's worked example (docs/training-scripts.md)
 	require.Equal(t, "d4e2405d44e75dfa", contract.String())
 	id := verdictSpanID(key, 18231, 1045, contract)

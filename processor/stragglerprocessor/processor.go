@@ -18,35 +18,17 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 )
 
-// Names of the training contract (docs/training-scripts.md) and of what
-// this processor writes (README.md).
+// Values this processor writes (README.md), its timings and its bounds.
 const (
-	stepSpanName    = "train.step"
-	rootSpanName    = "train.step.root"
-	verdictSpanName = "train.step.verdict"
-	gatewayService  = "otelcol-gpu-gateway"
-	attrServiceName = "service.name"
-	attrAttempt     = "training.attempt"
-	attrPPStage     = "training.pp_stage"
-	attrCollTotalNs = "nccl.collectives.total_ns"
-
-	attrScore         = "straggler.score"
-	attrVerdict       = "straggler.verdict"
-	attrComputeRatio  = "straggler.compute_ratio"
-	attrWaitRatio     = "straggler.wait_ratio"
-	attrFlaggedRanks  = "straggler.flagged_ranks"
-	attrStepMean      = "step.mean_ns"
-	attrStepMedian    = "step.median_ns"
-	attrStepP99       = "step.p99_ns"
-	attrStepMax       = "step.max_ns"
-	attrSlowestRank   = "step.slowest_rank"
-	attrRanksReported = "step.ranks_reported"
-	attrStepSlow      = "step.slow"
-
+	// gatewayService is the service.name of the root and verdict spans.
+	gatewayService = "otelcol-gpu-gateway"
+	// verdictFlagged is the verdict of a rank flagged in this step only.
 	verdictFlagged = "flagged"
 
 	// flushEvery is how often open steps are checked against decision_wait.
@@ -61,18 +43,6 @@ const (
 	// many per max_held_ranks (a rank has a host and a GPU); beyond it every
 	// job's table is dropped and refilled.
 	internedPerHeldRank = 2
-)
-
-// The phase durations whose sum is a rank's compute time:
-// the model's own work. Data loading is left out: an input stall is a
-// storage or loader problem, not a slow GPU or host to cordon, and single
-// data-loader hiccups on random ranks (common in healthy jobs) would
-// otherwise add up to false compute verdicts. The data-load share is
-// reported per job by the stepmetrics connector.
-const (
-	attrPhaseForward   = "training.phase.forward_ns"
-	attrPhaseBackward  = "training.phase.backward_ns"
-	attrPhaseOptimizer = "training.phase.optimizer_ns"
 )
 
 // nameKind says which string of a rank record is interned.
@@ -299,7 +269,7 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		var res stepAttrs // the resource's, read at its first step span
+		var res steprecord.Attrs // the resource's, read at its first step span
 		resRead := false
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
@@ -307,20 +277,19 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
 				attrs := span.Attributes()
-				if span.Name() != stepSpanName {
+				if span.Name() != semconv.SpanTrainStep {
 					removeVerdict(attrs)
 					continue
 				}
-				var a stepAttrs
-				a.read(attrs, true)
-				if a.verdictOrScore {
+				var a steprecord.Attrs
+				if readStepSpan(&a, attrs) {
 					removeVerdict(attrs)
 				}
 				if !resRead {
-					res.read(rs.Resource().Attributes(), false)
+					res.Read(rs.Resource().Attributes(), false)
 					resRead = true
 				}
-				a.inherit(&res)
+				a.Inherit(&res)
 				p.gather(&a, span, now, &eff)
 			}
 		}
@@ -335,15 +304,16 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 }
 
 // gather records a rank step span's signals in its open step. A span it
-// leaves out (no job, step or rank; its step decided; its rank already
-// reported; beyond max_ranks_per_step) has passed on all the same; the last
-// three are counted.
-func (p *stragglerProcessor) gather(a *stepAttrs, span ptrace.Span, now time.Time, eff *effects) {
-	step, rank := a.step, a.rank
-	if a.job == "" || a.set&hasStep == 0 || a.set&hasRank == 0 {
+// leaves out (no identity, steprecord.Attrs.Identity; its step decided; its
+// rank already reported; beyond max_ranks_per_step) has passed on all the
+// same; the last three are counted.
+func (p *stragglerProcessor) gather(a *steprecord.Attrs, span ptrace.Span, now time.Time, eff *effects) {
+	id, err := a.Identity()
+	if err != nil {
 		return
 	}
-	js := p.jobFor(jobKey{job: a.job, attempt: a.attempt}, eff)
+	step, rank := id.Step, id.Rank
+	js := p.jobFor(jobKey{job: id.Job, attempt: id.Attempt}, eff)
 	if js.isDecided(step) {
 		eff.late++
 		return
@@ -362,10 +332,10 @@ func (p *stragglerProcessor) gather(a *stepAttrs, span ptrace.Span, now time.Tim
 		return
 	}
 	st.seen.add(rank, ranksLimit)
-	if a.set&hasWorldSize != 0 {
-		st.worldSize = max(st.worldSize, a.worldSize)
+	if a.Has(steprecord.FieldWorldSize) {
+		st.worldSize = max(st.worldSize, a.Int(steprecord.FieldWorldSize))
 	}
-	compute, wait := a.signal(span)
+	compute, wait := signal(a, span)
 	reserved := cap(st.records)
 	st.records = append(st.records, rankRecord{
 		rank:    rank,
@@ -374,9 +344,9 @@ func (p *stragglerProcessor) gather(a *stepAttrs, span ptrace.Span, now time.Tim
 		start:   span.StartTimestamp(),
 		end:     span.EndTimestamp(),
 		spanID:  span.SpanID(),
-		group:   p.intern(js, nameGroup, a.group),
-		host:    p.intern(js, nameHost, a.host),
-		gpu:     p.intern(js, nameGPU, a.gpu),
+		group:   p.intern(js, nameGroup, a.Stage()),
+		host:    p.intern(js, nameHost, a.Host()),
+		gpu:     p.intern(js, nameGPU, a.GPU()),
 	})
 	p.held += cap(st.records) - reserved
 	if len(st.records) == 1 || span.StartTimestamp() < st.start {

@@ -250,7 +250,7 @@ func intOf(m pcommon.Map, key string) int64 {
 }
 
 // contractIDs computes the root's ids from docs/training-scripts.md,
-// independently of internal/stepid.
+// independently of internal/steprecord.
 func contractIDs(job string, attempt, step int64) (pcommon.TraceID, pcommon.SpanID) {
 	prefix := job + "\x00" + strconv.FormatInt(attempt, 10) + "\x00" + strconv.FormatInt(step, 10)
 	tsum := sha256.Sum256([]byte(prefix))

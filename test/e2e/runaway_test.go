@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // One runaway job floods otlp_spans with far more spans than its budget
@@ -47,12 +47,12 @@ func TestRunawayJobDoesNotStarveOthers(t *testing.T) {
 		rs.Resource().Attributes().PutStr("training.job.id", "runaway")
 		spans := rs.ScopeSpans().AppendEmpty().Spans()
 		spans.EnsureCapacity(floodPerMsg)
-		tid := stepid.TraceID("runaway", 0, int64(m))
+		tid := steprecord.TraceID("runaway", 0, int64(m))
 		for i := 0; i < floodPerMsg; i++ {
 			sp := spans.AppendEmpty()
 			sp.SetName("train.microstep")
 			sp.SetTraceID(tid)
-			sp.SetSpanID(stepid.RankSpanID("runaway", 0, int64(m), int64(i)))
+			sp.SetSpanID(steprecord.RankSpanID("runaway", 0, int64(m), int64(i)))
 			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Millisecond)))
 		}
@@ -69,7 +69,7 @@ func TestRunawayJobDoesNotStarveOthers(t *testing.T) {
 
 	eventually(t, 3*time.Minute, "every span of the healthy job at Tempo", func() error {
 		for s := int64(0); s < healthySteps; s++ {
-			if n := tempo.spansNamed(stepid.TraceID("healthy", 0, s), "train.step"); n != ranks {
+			if n := tempo.spansNamed(steprecord.TraceID("healthy", 0, s), "train.step"); n != ranks {
 				return fmt.Errorf("step %d: %d of %d rank spans", s, n, ranks)
 			}
 		}
@@ -79,7 +79,7 @@ func TestRunawayJobDoesNotStarveOthers(t *testing.T) {
 
 	passed := 0
 	for m := 0; m < floodMessages; m++ {
-		passed += tempo.spans(stepid.TraceID("runaway", 0, int64(m)))
+		passed += tempo.spans(steprecord.TraceID("runaway", 0, int64(m)))
 	}
 	// The bucket starts full (burst) and refills at the budget.
 	limit := 200000 + int(elapsed.Seconds()+1)*budget

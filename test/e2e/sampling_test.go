@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // The gateway's tail sampling, through the real binary: rank step spans go
@@ -69,7 +69,7 @@ func TestGatewayTailSampling(t *testing.T) {
 
 	// Every special trace arrived, and the healthy steps had time for theirs.
 	eventually(t, 2*time.Minute, "special traces at Tempo", func() error {
-		for _, id := range []pcommon.TraceID{stepid.TraceID("ts-failed", 0, 0), stepid.TraceID("ts-nvlink", 0, 0)} {
+		for _, id := range []pcommon.TraceID{steprecord.TraceID("ts-failed", 0, 0), steprecord.TraceID("ts-nvlink", 0, 0)} {
 			if tempo.spans(id) == 0 {
 				return fmt.Errorf("trace %s not at Tempo", id)
 			}
@@ -92,14 +92,14 @@ func TestGatewayTailSampling(t *testing.T) {
 		}
 	}
 	for s := int64(slowFrom + 2); s < steps; s++ {
-		if tempo.spans(stepid.TraceID(stragglerJob, 0, s)) == 0 {
+		if tempo.spans(steprecord.TraceID(stragglerJob, 0, s)) == 0 {
 			t.Errorf("step %d of the straggler job (rank %d slow since step %d) was sampled out", s, slowRank, slowFrom)
 		}
 	}
 	// Healthy steps: about 10 %, each whole.
 	kept := 0
 	for s := int64(0); s < healthySteps; s++ {
-		id := stepid.TraceID(healthyJob, 0, s)
+		id := steprecord.TraceID(healthyJob, 0, s)
 		if n := tempo.spans(id); n > 0 {
 			kept++
 			if got := tempo.spansNamed(id, "train.step"); got != ranks {
@@ -162,9 +162,9 @@ func stepSpan(td ptrace.Traces, job string, step, rank, worldSize int64, start t
 	res.PutStr("host.name", fmt.Sprintf("node-%d", rank/8))
 	span := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 	span.SetName("train.step")
-	span.SetTraceID(stepid.TraceID(job, 0, step))
-	span.SetParentSpanID(stepid.RootSpanID(job, 0, step))
-	span.SetSpanID(stepid.RankSpanID(job, 0, step, rank))
+	span.SetTraceID(steprecord.TraceID(job, 0, step))
+	span.SetParentSpanID(steprecord.RootSpanID(job, 0, step))
+	span.SetSpanID(steprecord.RankSpanID(job, 0, step, rank))
 	forward := time.Duration(float64(300*time.Millisecond) * factor)
 	backward := time.Duration(float64(600*time.Millisecond) * factor)
 	optimizer := 50 * time.Millisecond

@@ -11,7 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // Topics of docs/architecture.md.
@@ -105,29 +106,23 @@ func (s Shape) SpanMessages(n int, base time.Time, emit func(*kgo.Record) error)
 // it: the contract's ids, the phases, the collectives' summary and the
 // GPU's and port's health (docs/training-scripts.md).
 func (s Shape) appendRankSpan(td ptrace.Traces, rng *rand.Rand, j, nd, g, step int, start time.Time, isErr bool) {
-	job := s.jobID(j)
-	rank := nd*s.GPUsPerNode + g
+	id := steprecord.Identity{Job: s.jobID(j), Step: int64(step), Rank: int64(nd*s.GPUsPerNode + g)}
 	rs := td.ResourceSpans().AppendEmpty()
-	res := rs.Resource().Attributes()
-	res.PutStr("service.name", "train.py")
-	res.PutStr("host.name", s.host(j, nd))
-	res.PutStr("training.job.id", job)
-	res.PutInt("training.attempt", 0)
-	res.PutInt("training.rank", int64(rank))
-	res.PutInt("training.local_rank", int64(g))
-	res.PutInt("training.world_size", int64(s.ranks()))
-	res.PutStr("gpu.uuid", fmt.Sprintf("GPU-%s-%d", s.host(j, nd), g))
+	steprecord.PutResource(rs.Resource().Attributes(), steprecord.Resource{
+		Service: "train.py", Host: s.host(j, nd), Job: id.Job, HasAttempt: true, Rank: id.Rank,
+		LocalRank: int64(g), WorldSize: int64(s.ranks()), GPU: fmt.Sprintf("GPU-%s-%d", s.host(j, nd), g),
+	})
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("otelcol_gpu_step")
 	sp := ss.Spans().AppendEmpty()
-	sp.SetName("train.step")
+	sp.SetName(semconv.SpanTrainStep)
 	sp.SetKind(ptrace.SpanKindInternal)
-	sp.SetTraceID(stepid.TraceID(job, 0, int64(step)))
-	sp.SetParentSpanID(stepid.RootSpanID(job, 0, int64(step)))
-	sp.SetSpanID(stepid.RankSpanID(job, 0, int64(step), int64(rank)))
+	sp.SetTraceID(id.TraceID())
+	sp.SetParentSpanID(id.RootSpanID())
+	sp.SetSpanID(id.RankSpanID())
 
 	compute := time.Duration(float64(900*time.Millisecond) * (1 + rng.NormFloat64()*0.03))
-	if j == stragglerJob && rank == stragglerRank && step >= stragglerFrom {
+	if j == stragglerJob && id.Rank == stragglerRank && step >= stragglerFrom {
 		compute = compute * 23 / 10
 	}
 	dataload := 30*time.Millisecond + time.Duration(rng.IntN(int(5*time.Millisecond)))
@@ -141,29 +136,32 @@ func (s Shape) appendRankSpan(td ptrace.Traces, rng *rand.Rand, j, nd, g, step i
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(dataload + compute + wait)))
 	a := sp.Attributes()
-	a.PutInt("iteration.step", int64(step))
-	a.PutInt("training.phase.dataload_ns", int64(dataload))
-	a.PutInt("training.phase.forward_ns", int64(compute*3/10))
-	a.PutInt("training.phase.backward_ns", int64(compute*6/10))
-	a.PutInt("training.phase.optimizer_ns", int64(compute-compute*3/10-compute*6/10))
-	a.PutDouble("training.loss", 2.1-float64(step)*1e-4+rng.Float64()*0.01)
-	a.PutInt("training.tokens", 4096*8)
-	a.PutInt("nccl.collectives.count", 24)
-	a.PutInt("nccl.collectives.total_ns", int64(wait))
-	a.PutInt("nccl.collectives.max_ns", int64(wait/6))
-	a.PutDouble("gpu.health.temperature", 62+rng.Float64()*8)
-	a.PutDouble("gpu.health.sm_active", 0.8+rng.Float64()*0.05)
-	a.PutInt("gpu.health.throttle_reasons", 0)
-	a.PutInt("gpu.health.ecc_dbe_errors", 0)
+	a.PutInt(semconv.AttrIterationStep, int64(step))
+	steprecord.PutPhase(a, "dataload", dataload)
+	steprecord.PutPhase(a, "forward", compute*3/10)
+	steprecord.PutPhase(a, "backward", compute*6/10)
+	steprecord.PutPhase(a, "optimizer", compute-compute*3/10-compute*6/10)
+	a.PutDouble(semconv.AttrTrainingLoss, 2.1-float64(step)*1e-4+rng.Float64()*0.01)
+	a.PutInt(semconv.AttrTrainingTokens, 4096*8)
+	// The collectives' summary and the health as the agent's stepspan
+	// processor writes them, less the attributes the gateway does not read
+	// (the longest collective's name, the offsets).
+	a.PutInt(semconv.AttrCollectivesCount, 24)
+	a.PutInt(semconv.AttrCollectivesTotalNs, int64(wait))
+	a.PutInt(semconv.AttrCollectivesMaxNs, int64(wait/6))
+	a.PutDouble(semconv.AttrHealthTemperature, 62+rng.Float64()*8)
+	a.PutDouble(semconv.AttrHealthSMActive, 0.8+rng.Float64()*0.05)
+	a.PutInt(semconv.AttrHealthThrottle, 0)
+	a.PutInt(semconv.AttrHealthECCDBE, 0)
 	sbe := int64(0)
 	if g == 0 && isEvidenceStep(j, step) {
 		sbe = 1
 	}
-	a.PutInt("gpu.health.ecc_sbe_errors", sbe)
-	a.PutInt("gpu.health.nvlink_crc_errors", 0)
-	a.PutInt("ib.health.link_downed", 0)
-	a.PutInt("ib.health.symbol_errors", 0)
-	a.PutInt("gpu.health.window_s", 10)
+	a.PutInt(semconv.AttrHealthECCSBE, sbe)
+	a.PutInt(semconv.AttrHealthNVLinkCRC, 0)
+	a.PutInt(semconv.AttrHealthIBLinkDowned, 0)
+	a.PutInt(semconv.AttrHealthIBSymbol, 0)
+	a.PutInt(semconv.AttrHealthWindowS, 10)
 	if isErr {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("loadtest: injected step failure")
@@ -272,8 +270,8 @@ func (s Shape) LogMessages(n int, base time.Time, emit func(*kgo.Record) error) 
 		host := s.host(j, nd)
 		ld := plog.NewLogs()
 		rl := ld.ResourceLogs().AppendEmpty()
-		rl.Resource().Attributes().PutStr("host.name", host)
-		rl.Resource().Attributes().PutStr("training.job.id", s.jobID(j))
+		rl.Resource().Attributes().PutStr(semconv.AttrHostName, host)
+		rl.Resource().Attributes().PutStr(semconv.AttrTrainingJobID, s.jobID(j))
 		sl := rl.ScopeLogs().AppendEmpty()
 		sl.Scope().SetName("github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver")
 		for i := 0; i < per; i++ {
@@ -282,7 +280,7 @@ func (s Shape) LogMessages(n int, base time.Time, emit func(*kgo.Record) error) 
 			lr.SetSeverityNumber(plog.SeverityNumberInfo)
 			lr.Body().SetStr(fmt.Sprintf("nccl: collective all_reduce seq %d completed in %d us on rank %d", batch*per+i, 900+i, i%8))
 			lr.Attributes().PutStr("nccl.op", "all_reduce")
-			lr.Attributes().PutInt("training.rank", int64(i%8))
+			lr.Attributes().PutInt(semconv.AttrTrainingRank, int64(i%8))
 		}
 		b, e := m.MarshalLogs(ld)
 		if e != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // The throughput harness at a small size, both configurations: everything
@@ -60,7 +60,7 @@ func TestGatewayHarnessLosesNothing(t *testing.T) {
 		var plain, plainKept int
 		for j := 0; j < shape.Jobs; j++ {
 			for s := 0; s < steps; s++ {
-				got := p.Spans.RankSpansOf[stepid.TraceID(shape.jobID(j), 0, int64(s))]
+				got := p.Spans.RankSpansOf[steprecord.TraceID(shape.jobID(j), 0, int64(s))]
 				switch {
 				case isSlowStep(j, s) && run.Config == "full":
 					assert.Equal(t, ranks, got, "full: job %d's slow step %d must be kept whole", j, s)
@@ -90,7 +90,7 @@ func TestGatewayHarnessLosesNothing(t *testing.T) {
 	for s := stragglerFrom + 8; s < steps; s++ {
 		// once persistent, every step of the straggler's job carries a
 		// verdict, so its trace is kept whole
-		if got := full.RankSpansOf[stepid.TraceID(shape.jobID(stragglerJob), 0, int64(s))]; got != ranks {
+		if got := full.RankSpansOf[steprecord.TraceID(shape.jobID(stragglerJob), 0, int64(s))]; got != ranks {
 			t.Errorf("full: straggler job step %d: %d rank spans at Tempo, want %d", s, got, ranks)
 			break
 		}

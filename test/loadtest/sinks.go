@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // Sinks are accept-all stand-ins for the gateway's backends that count what
@@ -81,13 +83,13 @@ func (c *SpanCounts) add(td ptrace.Traces) {
 				if sp.Status().Code() == ptrace.StatusCodeError {
 					c.errors++
 				}
-				if v, ok := sp.Attributes().Get("step.slow"); ok && v.Bool() {
+				if v, ok := sp.Attributes().Get(semconv.AttrStepSlow); ok && v.Bool() {
 					c.slowRoots++
 				}
-				if _, ok := sp.Attributes().Get("straggler.verdict"); ok {
+				if _, ok := sp.Attributes().Get(semconv.AttrStragglerVerdict); ok {
 					c.verdicts++
 				}
-				if sp.Name() == "train.step" && !sp.ParentSpanID().IsEmpty() {
+				if sp.Name() == semconv.SpanTrainStep && !sp.ParentSpanID().IsEmpty() {
 					c.rankTraces[sp.TraceID()]++
 				}
 			}

@@ -23,10 +23,10 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 	"gopkg.in/yaml.v3"
 
+	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/connector/steplogsconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nodestateprocessor"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor"

@@ -13,14 +13,13 @@ import (
 // script reports, not the wall-clock length of the step (a step lasts
 // Options.StepPeriod), so any step period can carry them.
 var basePhases = [4]struct {
-	name string // the contract's phase name
-	attr string // its span attribute, training.phase.<name>_ns
+	name string // the contract's phase name (steprecord.PhaseKey gives its attribute)
 	d    time.Duration
 }{
-	{"dataload", "training.phase.dataload_ns", 20 * time.Millisecond},
-	{"forward", "training.phase.forward_ns", 250 * time.Millisecond},
-	{"backward", "training.phase.backward_ns", 500 * time.Millisecond},
-	{"optimizer", "training.phase.optimizer_ns", 40 * time.Millisecond},
+	{"dataload", 20 * time.Millisecond},
+	{"forward", 250 * time.Millisecond},
+	{"backward", 500 * time.Millisecond},
+	{"optimizer", 40 * time.Millisecond},
 }
 
 const (

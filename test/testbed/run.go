@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/test/freeport"
 )
 
@@ -140,7 +141,7 @@ func silentRuleFor(step time.Duration) []map[string]any {
 		"name": "node_silent", "description": "a node of a running job sent nothing for the window (testbed: 8 steps)",
 		"fault_type": "node.silent", "severity": "P2", "action": "cordon", "blast_radius": "node",
 		"confidence": 0.7, "entity": "node", "window": window.String(),
-		"all": []map[string]any{{"signal": "node.heartbeat", "agg": "absent"}},
+		"all": []map[string]any{{"signal": semconv.SignalNodeHeartbeat, "agg": "absent"}},
 	}}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // Report is the outcome of one run.
@@ -171,7 +172,7 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 // its evidence (the verdict span ends with its step); 0 without one.
 func stepsToConfirm(r fault.Record, onset time.Time, period time.Duration) int {
 	for _, ev := range r.Evidence {
-		if ev.Signal == "straggler.verdict" && !ev.Time.IsZero() && period > 0 {
+		if ev.Signal == semconv.AttrStragglerVerdict && !ev.Time.IsZero() && period > 0 {
 			// the verdict span ends with its step: step k after the onset ends
 			// (k+1) periods after it
 			return int(math.Round(float64(ev.Time.Sub(onset)) / float64(period)))

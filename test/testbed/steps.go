@@ -6,6 +6,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // StepRecord is one rank's finished step as a training script reports it
@@ -97,8 +100,8 @@ func (j *job) stepRecords(step int, start, end time.Time, ranks []rankStep, with
 				}
 				first := len(attrs)
 				attrs = append(attrs,
-					IntAttribute{Key: "nccl.collectives.count", Value: collectivesPerStep},
-					IntAttribute{Key: "nccl.collectives.total_ns", Value: int64(total)})
+					IntAttribute{Key: semconv.AttrCollectivesCount, Value: collectivesPerStep},
+					IntAttribute{Key: semconv.AttrCollectivesTotalNs, Value: int64(total)})
 				rec.Attributes = attrs[first:len(attrs):len(attrs)]
 			}
 			nr.records = append(nr.records, rec)
@@ -130,21 +133,16 @@ func stepSpans(nodes []nodeRecords) []hostTraces {
 
 func appendStepSpan(td ptrace.Traces, rec *StepRecord) {
 	rs := td.ResourceSpans().AppendEmpty()
-	res := rs.Resource().Attributes()
-	res.PutStr("service.name", "train")
-	res.PutStr("host.name", rec.Host)
-	res.PutStr("training.job.id", rec.JobID)
-	res.PutInt("training.rank", int64(rec.Rank))
-	res.PutInt("training.local_rank", int64(rec.LocalRank))
-	res.PutInt("training.world_size", int64(rec.WorldSize))
-	res.PutStr("gpu.uuid", rec.GPUUUID)
-	if rec.HasPPStage {
-		res.PutInt("training.pp_stage", int64(rec.PPStage))
-	}
+	// No training.attempt: the simulated jobs never restart, and readers
+	// take an absent attempt as 0, as from a script that leaves it out.
+	steprecord.PutResource(rs.Resource().Attributes(), steprecord.Resource{
+		Service: "train", Host: rec.Host, Job: rec.JobID, Rank: int64(rec.Rank), LocalRank: int64(rec.LocalRank),
+		WorldSize: int64(rec.WorldSize), GPU: rec.GPUUUID, Stage: int64(rec.PPStage), HasStage: rec.HasPPStage,
+	})
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("otelcol_gpu_step")
 	sp := ss.Spans().AppendEmpty()
-	sp.SetName("train.step")
+	sp.SetName(semconv.SpanTrainStep)
 	sp.SetKind(ptrace.SpanKindInternal)
 	// Random ids: the agent's stepspan processor gives every step span the
 	// contract's ids, so these never reach the gateway.
@@ -153,23 +151,12 @@ func appendStepSpan(td ptrace.Traces, rec *StepRecord) {
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(rec.Start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(rec.End))
 	a := sp.Attributes()
-	a.PutInt("iteration.step", int64(rec.Step))
+	a.PutInt(semconv.AttrIterationStep, int64(rec.Step))
 	for _, ph := range rec.Phases {
-		a.PutInt(phaseAttribute(ph.Name), int64(ph.Duration))
+		steprecord.PutPhase(a, ph.Name, ph.Duration)
 	}
-	a.PutDouble("training.loss", rec.Loss)
+	a.PutDouble(semconv.AttrTrainingLoss, rec.Loss)
 	for _, at := range rec.Attributes {
 		a.PutInt(at.Key, at.Value)
 	}
-}
-
-// phaseAttribute is training.phase.<name>_ns, without building the string
-// for the simulated phases.
-func phaseAttribute(name string) string {
-	for _, ph := range basePhases {
-		if ph.name == name {
-			return ph.attr
-		}
-	}
-	return "training.phase." + name + "_ns"
 }

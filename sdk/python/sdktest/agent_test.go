@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 // contractIDs computes the ids of docs/training-scripts.md from the bytes the
-// document names, independently of the SDK and of internal/stepid.
+// document names, independently of the SDK and of internal/steprecord.
 func contractIDs(job string, attempt, step, rank int64) (traceID, rankSpanID, rootSpanID string) {
 	sum := func(s string, n int) string {
 		h := sha256.Sum256([]byte(s))

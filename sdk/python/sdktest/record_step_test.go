@@ -14,6 +14,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // recordStepScript sends step 0 of rank 0 through step()/phase()/record()
@@ -119,6 +121,8 @@ func TestRecordStepSendsWhatStepSends(t *testing.T) {
 	}
 
 	for step, rs := range map[int64]receivedSpan{0: timed, 1: failed} {
+		checkIdentity(t, fmt.Sprintf("step %d", step), rs.span.Attributes(), rs.resource,
+			steprecord.Identity{Job: job, Step: step, Rank: 1})
 		traceID, spanID, rootID := contractIDs(job, 0, step, 1)
 		if rs.span.TraceID().String() != traceID || rs.span.SpanID().String() != spanID || rs.span.ParentSpanID().String() != rootID {
 			t.Errorf("step %d: ids %s/%s/%s, want %s/%s/%s", step, rs.span.TraceID(), rs.span.SpanID(), rs.span.ParentSpanID(), traceID, spanID, rootID)
@@ -214,6 +218,8 @@ func TestReplay(t *testing.T) {
 	for _, rs := range spans {
 		rank := intAttr(t, rs.resource, "training.rank")
 		step := intAttr(t, rs.span.Attributes(), "iteration.step")
+		checkIdentity(t, fmt.Sprintf("rank %d step %d", rank, step), rs.span.Attributes(), rs.resource,
+			steprecord.Identity{Job: job, Attempt: 1, Step: step, Rank: rank})
 		traceID, spanID, _ := contractIDs(job, 1, step, rank)
 		if rs.span.TraceID().String() != traceID || rs.span.SpanID().String() != spanID {
 			t.Errorf("rank %d step %d: ids %s/%s, want %s/%s", rank, step, rs.span.TraceID(), rs.span.SpanID(), traceID, spanID)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 var phaseAttributes = []string{
@@ -73,6 +75,7 @@ func TestEightRanksShareOneTracePerStep(t *testing.T) {
 			t.Errorf("%s: sent twice", key)
 		}
 		seen[key] = true
+		checkIdentity(t, key, span.Attributes(), res, steprecord.Identity{Job: job, Step: step, Rank: rank})
 
 		traceID, spanID, rootID := contractIDs(job, 0, step, rank)
 		if got := span.TraceID().String(); got != traceID {
@@ -185,6 +188,8 @@ func TestAttemptOneDoesNotCollideWithAttemptZero(t *testing.T) {
 	for _, rs := range spans {
 		attempt := intAttr(t, rs.resource, "training.attempt")
 		step := intAttr(t, rs.span.Attributes(), "iteration.step")
+		checkIdentity(t, fmt.Sprintf("attempt %d step %d", attempt, step), rs.span.Attributes(), rs.resource,
+			steprecord.Identity{Job: job, Attempt: attempt, Step: step, Rank: 1})
 		if v := strAttr(t, rs.resource, "training.job.id"); v != job {
 			t.Errorf("training.job.id = %q, want %q", v, job)
 		}
@@ -237,6 +242,8 @@ func TestLogRecordMode(t *testing.T) {
 		rec, attrs := rl.record, rl.record.Attributes()
 		rank := intAttr(t, rl.resource, "training.rank")
 		step := intAttr(t, attrs, "iteration.step")
+		checkIdentity(t, fmt.Sprintf("rank %d step %d", rank, step), attrs, rl.resource,
+			steprecord.Identity{Job: job, Attempt: 2, Step: step, Rank: rank})
 		if v := intAttr(t, rl.resource, "training.attempt"); v != 2 {
 			t.Errorf("training.attempt = %d, want 2", v)
 		}
@@ -349,6 +356,8 @@ func TestPhaseSpansAndFailedStep(t *testing.T) {
 		}
 		if rs.span.Name() == "train.step" {
 			stepSpans++
+			checkIdentity(t, fmt.Sprintf("step %d", step), rs.span.Attributes(), rs.resource,
+				steprecord.Identity{Job: job, Step: step, Rank: 5})
 			failed := rs.span.Status().Code() == ptrace.StatusCodeError
 			if failed != (step == 3) {
 				t.Errorf("step %d: status %v; only step 3 raised", step, rs.span.Status().Code())

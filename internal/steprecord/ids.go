@@ -1,9 +1,4 @@
-// Package stepid computes the ids of the training-step contract
-// (docs/training-scripts.md): anyone who knows the job, the attempt, the
-// step and the rank computes the same trace and span ids, so every rank's
-// span of a step lands in one trace without coordination. Step, rank and
-// attempt are written in decimal.
-package stepid // import "github.com/otelcol-gpu/otelcol-gpu/internal/stepid"
+package steprecord
 
 import (
 	"crypto/sha256"
@@ -12,9 +7,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
+// The contract's ids (docs/training-scripts.md, "Ids anyone can compute"):
+// anyone who knows the job, the attempt, the step and the rank computes the
+// same trace and span ids, so every rank's span of a step lands in one trace
+// without coordination. Step, rank and attempt are written in decimal.
+
 // TraceID of a step: SHA-256(job + "\x00" + attempt + "\x00" + step)[:16].
 func TraceID(job string, attempt, step int64) pcommon.TraceID {
-	sum := sha256.Sum256([]byte(prefix(job, attempt, step)))
+	sum := sha256.Sum256([]byte(idPrefix(job, attempt, step)))
 	var id pcommon.TraceID
 	copy(id[:], sum[:16])
 	return id
@@ -23,16 +23,16 @@ func TraceID(job string, attempt, step int64) pcommon.TraceID {
 // RankSpanID of a rank's step span:
 // SHA-256(job + "\x00" + attempt + "\x00" + step + "\x00" + rank)[:8].
 func RankSpanID(job string, attempt, step, rank int64) pcommon.SpanID {
-	return spanID(prefix(job, attempt, step) + "\x00" + strconv.FormatInt(rank, 10))
+	return spanID(idPrefix(job, attempt, step) + "\x00" + strconv.FormatInt(rank, 10))
 }
 
 // RootSpanID of the step's root span, the rank spans' parent:
 // SHA-256(job + "\x00" + attempt + "\x00" + step + "\x00root")[:8].
 func RootSpanID(job string, attempt, step int64) pcommon.SpanID {
-	return spanID(prefix(job, attempt, step) + "\x00root")
+	return spanID(idPrefix(job, attempt, step) + "\x00root")
 }
 
-func prefix(job string, attempt, step int64) string {
+func idPrefix(job string, attempt, step int64) string {
 	return job + "\x00" + strconv.FormatInt(attempt, 10) + "\x00" + strconv.FormatInt(step, 10)
 }
 

@@ -1,16 +1,10 @@
-package stepid
+package steprecord
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"testing"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 // The contract's formulas, computed here by hand from the bytes the
 // documentation names, not through the code under test.
