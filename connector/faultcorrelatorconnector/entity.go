@@ -7,6 +7,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
 
 // where is what one input says about the entities it belongs to.
@@ -32,19 +33,21 @@ func (w *where) read(attrs pcommon.Map) {
 		case semconv.AttrGPUUUID:
 			str(v, &w.gpu)
 		case semconv.AttrTrainingJobID:
-			str(v, &w.job)
+			// The contract's job id is a non-empty string (internal/steprecord).
+			if v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
+				w.job = v.Str()
+			}
 		case semconv.AttrIBDevice:
 			str(v, &w.ibDevice)
 		case semconv.AttrIBPort:
 			str(v, &w.ibPort)
 		case semconv.AttrTrainingRank:
-			switch v.Type() {
-			case pcommon.ValueTypeInt:
-				w.rank, w.rankKnown = v.Int(), true
-			case pcommon.ValueTypeStr:
-				if n, err := strconv.ParseInt(v.Str(), 10, 64); err == nil {
-					w.rank, w.rankKnown = n, true
-				}
+			// The contract's rank, read as every step-record reader reads
+			// it (steprecord.Int): an int or an integral double, and a
+			// negative one is no rank. A value of another type (a string,
+			// a fraction) leaves the resource's rank in place.
+			if n, ok := steprecord.Int(v); ok {
+				w.rank, w.rankKnown = n, n >= 0
 			}
 		}
 	}

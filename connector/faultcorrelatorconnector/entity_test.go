@@ -14,7 +14,7 @@ func TestWhereEntities(t *testing.T) {
 	attrs.PutStr("host.name", "n1")
 	attrs.PutStr("gpu.uuid", "GPU-a")
 	attrs.PutStr("training.job.id", "j")
-	attrs.PutStr("training.rank", "7")
+	attrs.PutInt("training.rank", 7)
 	attrs.PutStr("ib.device", "mlx5_0")
 	attrs.PutInt("ib.port", 1)
 	var w where
@@ -27,4 +27,49 @@ func TestWhereEntities(t *testing.T) {
 		{Kind: fault.EntityJob, Key: "j"},
 	}, w.entities())
 	assert.Empty(t, where{}.entities())
+}
+
+// The correlator reads a rank as every step-record reader does
+// (internal/steprecord, docs/training-scripts.md "Types"): an integral
+// double is the rank, a string, a fraction or a negative number is none,
+// and a span's rank of another type leaves the resource's in place.
+func TestWhereRankFollowsTheContract(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		put   func(pcommon.Map)
+		rank  int64
+		known bool
+	}{
+		{"int", func(m pcommon.Map) { m.PutInt("training.rank", 5) }, 5, true},
+		{"integral double", func(m pcommon.Map) { m.PutDouble("training.rank", 5) }, 5, true},
+		{"string", func(m pcommon.Map) { m.PutStr("training.rank", "5") }, 0, false},
+		{"fraction", func(m pcommon.Map) { m.PutDouble("training.rank", 5.5) }, 0, false},
+		{"negative", func(m pcommon.Map) { m.PutInt("training.rank", -1) }, -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attrs := pcommon.NewMap()
+			tc.put(attrs)
+			var w where
+			w.read(attrs)
+			assert.Equal(t, tc.known, w.rankKnown)
+			if tc.known {
+				assert.Equal(t, tc.rank, w.rank)
+			}
+		})
+	}
+	res := pcommon.NewMap()
+	res.PutInt("training.rank", 3)
+	span := pcommon.NewMap()
+	span.PutStr("training.rank", "9")
+	var w where
+	w.read(res)
+	w.read(span)
+	assert.True(t, w.rankKnown)
+	assert.Equal(t, int64(3), w.rank, "a span's rank of the wrong type must not replace the resource's")
+
+	job := pcommon.NewMap()
+	job.PutInt("training.job.id", 42)
+	w = where{}
+	w.read(job)
+	assert.Empty(t, w.job, "a job id must be a string")
 }

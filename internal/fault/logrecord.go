@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
 // Attribute names of a fault record (docs/fault-record.md).
@@ -34,12 +36,12 @@ const (
 	EvidenceTraceID = "trace_id"
 	EvidenceSpanID  = "span_id"
 
-	// Shared names (internal/semconv) repeated on the record.
-	AttrHostName      = "host.name"
-	AttrGPUUUID       = "gpu.uuid"
-	AttrGPUXID        = "gpu.xid"
-	AttrTrainingJobID = "training.job.id"
-	AttrTrainingRank  = "training.rank"
+	// Shared names (internal/semconv) the record carries.
+	AttrHostName      = semconv.AttrHostName
+	AttrGPUUUID       = semconv.AttrGPUUUID
+	AttrGPUXID        = semconv.AttrGPUXID
+	AttrTrainingJobID = semconv.AttrTrainingJobID
+	AttrTrainingRank  = semconv.AttrTrainingRank
 
 	// FaultAttrPrefix marks every attribute only the correlator may set.
 	FaultAttrPrefix = "fault."

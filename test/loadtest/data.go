@@ -171,10 +171,10 @@ func (s Shape) appendRankSpan(td ptrace.Traces, rng *rand.Rand, j, nd, g, step i
 // gpuGauges and gpuSums are the per-GPU fields of one dcgm scrape, named
 // as dcgmreceiver names them.
 var (
-	gpuGauges = []string{"hw.temperature", "hw.gpu.utilization", "hw.power", "hw.gpu.memory.usage", "hw.gpu.memory.utilization",
-		"gpu.clock.frequency", "gpu.prof.active", "gpu.prof.sm.occupancy", "gpu.clock.throttle", "gpu.xid.last", "gpu.power.limit"}
-	gpuSums = []string{"gpu.ecc.errors", "gpu.nvlink.errors", "gpu.pcie.replays", "hw.energy", "gpu.prof.nvlink.io", "gpu.prof.pcie.io"}
-	ibSums  = []string{"hw.network.io", "hw.network.packets", "hw.errors", "ib.port.xmit_wait", "ib.port.hw_counter"}
+	gpuGauges = []string{semconv.MetricHWTemperature, semconv.MetricHWGPUUtilization, semconv.MetricHWPower, semconv.MetricHWGPUMemoryUsage, semconv.MetricHWGPUMemoryUtilization,
+		semconv.MetricGPUClockFrequency, semconv.MetricGPUProfActive, semconv.MetricGPUProfSMOccupancy, semconv.MetricGPUClockThrottle, semconv.MetricGPUXIDLast, semconv.MetricGPUPowerLimit}
+	gpuSums = []string{semconv.MetricGPUECCErrors, semconv.MetricGPUNVLinkErrors, semconv.MetricGPUPCIeReplays, semconv.MetricHWEnergy, semconv.MetricGPUProfNVLinkIO, semconv.MetricGPUProfPCIeIO}
+	ibSums  = []string{semconv.MetricHWNetworkIO, semconv.MetricHWNetworkPackets, semconv.MetricHWErrors, semconv.MetricIBPortXmitWait, semconv.MetricIBPortHWCounter}
 )
 
 // MetricMessages emits messages of at least n data points: each is one
@@ -208,11 +208,11 @@ func (s Shape) scrape(j, nd, scrape int, ts pcommon.Timestamp) pmetric.Metrics {
 	for g := 0; g < s.GPUsPerNode; g++ {
 		rm := md.ResourceMetrics().AppendEmpty()
 		res := rm.Resource().Attributes()
-		res.PutStr("host.name", host)
-		res.PutStr("gpu.uuid", fmt.Sprintf("GPU-%s-%d", host, g))
-		res.PutInt("gpu.index", int64(g))
-		res.PutStr("gpu.model", "NVIDIA H100 80GB HBM3")
-		res.PutStr("gpu.device", fmt.Sprintf("nvidia%d", g))
+		res.PutStr(semconv.AttrHostName, host)
+		res.PutStr(semconv.AttrGPUUUID, fmt.Sprintf("GPU-%s-%d", host, g))
+		res.PutInt(semconv.AttrGPUIndex, int64(g))
+		res.PutStr(semconv.AttrGPUModel, "NVIDIA H100 80GB HBM3")
+		res.PutStr(semconv.AttrGPUDevice, fmt.Sprintf("nvidia%d", g))
 		sm := rm.ScopeMetrics().AppendEmpty()
 		sm.Scope().SetName("github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver")
 		for i, name := range gpuGauges {
@@ -228,16 +228,16 @@ func (s Shape) scrape(j, nd, scrape int, ts pcommon.Timestamp) pmetric.Metrics {
 	}
 	rm := md.ResourceMetrics().AppendEmpty()
 	res := rm.Resource().Attributes()
-	res.PutStr("host.name", host)
-	res.PutStr("ib.device", "mlx5_0")
-	res.PutStr("ib.port", "1")
+	res.PutStr(semconv.AttrHostName, host)
+	res.PutStr(semconv.AttrIBDevice, "mlx5_0")
+	res.PutStr(semconv.AttrIBPort, "1")
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName("github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver")
 	for i, name := range ibSums {
 		for _, dir := range []string{"transmit", "receive"} {
 			dp := sum(sm, name)
 			dp.SetTimestamp(ts)
-			dp.Attributes().PutStr("network.io.direction", dir)
+			dp.Attributes().PutStr(semconv.AttrNetworkIODirection, dir)
 			dp.SetIntValue(int64(scrape) << (20 + i))
 		}
 	}

@@ -4,13 +4,14 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/telemetry"
 )
 
 // Attribute keys of the receiver's own telemetry.
 const (
 	// TelemetryAttrDevice is the InfiniBand device of a read error.
-	TelemetryAttrDevice = "ib.device"
+	TelemetryAttrDevice = semconv.AttrIBDevice
 	// TelemetryAttrCounter is the file of a read error relative to the
 	// device directory, e.g. "ports/1/counters/symbol_error".
 	TelemetryAttrCounter = "ib.counter"
