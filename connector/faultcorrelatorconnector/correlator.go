@@ -22,6 +22,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
@@ -86,8 +87,7 @@ type correlator struct {
 	batchActivity activity
 
 	registration metric.Registration
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
+	loop         periodic.Loop // the background flush, emission or evaluation
 }
 
 func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*correlator, error) {
@@ -153,34 +153,18 @@ func (c *correlator) Start(context.Context, component.Host) error {
 	if err != nil {
 		return fmt.Errorf("faultcorrelator: registering the faults_open callback: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTicker(c.cfg.EvaluationInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := c.evaluate(ctx); err != nil {
-					c.logger.Warn("faultcorrelator: emitting fault records", zap.Error(err))
-				}
-			}
+	c.loop.Start(c.cfg.EvaluationInterval, func(ctx context.Context) {
+		if err := c.evaluate(ctx); err != nil {
+			c.logger.Warn("faultcorrelator: emitting fault records", zap.Error(err))
 		}
-	}()
+	})
 	return nil
 }
 
 // Shutdown stops the evaluation loop; open faults are not resolved (a
 // restart does not mean the hardware healed).
 func (c *correlator) Shutdown(context.Context) error {
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.wg.Wait()
+	c.loop.Stop()
 	if c.registration != nil {
 		if err := c.registration.Unregister(); err != nil {
 			return fmt.Errorf("faultcorrelator: unregistering the faults_open callback: %w", err)

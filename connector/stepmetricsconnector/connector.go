@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/stepmetricsconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
@@ -40,8 +41,7 @@ type stepMetrics struct {
 	skipFn   func(attribute, reason string)
 	closedFn func(closeReason)
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	loop periodic.Loop // the background flush, emission or evaluation
 }
 
 func newStepMetrics(cfg *Config, set connector.Settings, next consumer.Metrics) (*stepMetrics, error) {
@@ -74,31 +74,13 @@ func (c *stepMetrics) Capabilities() consumer.Capabilities {
 
 // Start emits the metrics every interval until Shutdown.
 func (c *stepMetrics) Start(context.Context, component.Host) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		ticker := time.NewTicker(c.cfg.Interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				c.emit(ctx, false)
-			}
-		}
-	}()
+	c.loop.Start(c.cfg.Interval, func(ctx context.Context) { c.emit(ctx, false) })
 	return nil
 }
 
 // Shutdown closes every open step and emits one last time.
 func (c *stepMetrics) Shutdown(ctx context.Context) error {
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.wg.Wait()
+	c.loop.Stop()
 	c.emit(ctx, true)
 	return nil
 }

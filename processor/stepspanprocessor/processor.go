@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 )
@@ -73,8 +74,7 @@ type stepSpanProcessor struct {
 	arrivals    []*openStep // arrival order, for evicting the oldest in O(1)
 	collectives map[rankKey][]*collective
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	loop periodic.Loop // the background flush, emission or evaluation
 }
 
 func newStepSpanProcessor(cfg *Config, set processor.Settings, next consumer.Traces) *stepSpanProcessor {
@@ -100,32 +100,14 @@ func (p *stepSpanProcessor) Start(_ context.Context, host component.Host) error 
 		}
 		p.health = store
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(flushEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.flush(ctx, false)
-			}
-		}
-	}()
+	p.loop.Start(flushEvery, func(ctx context.Context) { p.flush(ctx, false) })
 	return nil
 }
 
 // Shutdown sends everything held: steps with what they collected, and
 // unclaimed collectives.
 func (p *stepSpanProcessor) Shutdown(ctx context.Context) error {
-	if p.cancel != nil {
-		p.cancel()
-	}
-	p.wg.Wait()
+	p.loop.Stop()
 	p.flush(ctx, true)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
@@ -205,8 +206,7 @@ type stragglerProcessor struct {
 	uses     uint64                 // counter behind jobState.lastUsed and openStep.seq
 	samples  []straggler.RankSample // DecideStep's input, reused from step to step
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	loop periodic.Loop // the background flush, emission or evaluation
 }
 
 func newStragglerProcessor(cfg *Config, set processor.Settings, next consumer.Traces) (*stragglerProcessor, error) {
@@ -230,31 +230,13 @@ func (p *stragglerProcessor) Capabilities() consumer.Capabilities {
 }
 
 func (p *stragglerProcessor) Start(context.Context, component.Host) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(min(flushEvery, p.cfg.DecisionWait))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.flush(ctx, false)
-			}
-		}
-	}()
+	p.loop.Start(min(flushEvery, p.cfg.DecisionWait), func(ctx context.Context) { p.flush(ctx, false) })
 	return nil
 }
 
 // Shutdown decides every open step with the ranks it has and sends it.
 func (p *stragglerProcessor) Shutdown(ctx context.Context) error {
-	if p.cancel != nil {
-		p.cancel()
-	}
-	p.wg.Wait()
+	p.loop.Stop()
 	p.flush(ctx, true)
 	return nil
 }
