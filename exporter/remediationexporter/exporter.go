@@ -47,9 +47,9 @@ type remediationExporter struct {
 	// so idempotency needs no finer locking. Fault records are rare.
 	mu    sync.Mutex
 	state *lifecycle.State
-	// releaseTimers stop the verification windows running, by node; a node
+	// releaseTimers are the verification windows running, by node; a node
 	// has one exactly while the state has its release pending.
-	releaseTimers  map[string]func() bool
+	releaseTimers  map[string]*releaseTimer
 	breakerAlerted bool
 }
 
@@ -67,7 +67,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		clock:         deps.clock,
 		sleep:         deps.sleep,
 		state:         lifecycle.New(cfg.Cooldown),
-		releaseTimers: map[string]func() bool{},
+		releaseTimers: map[string]*releaseTimer{},
 	}
 	if e.leader == nil {
 		e.leader = alwaysLeader{}

@@ -288,6 +288,31 @@ func TestNewFaultCancelsReturnToService(t *testing.T) {
 	assert.Contains(t, cancelled[0].Reason, "cancelled")
 }
 
+// A verification window's timer that fired but had not yet taken the lock
+// when a new fault cancelled the release, and the node's faults resolved
+// again, must not release the node: the new window has just started.
+func TestLateTimerOfACancelledWindowDoesNotRelease(t *testing.T) {
+	h := newHarness(t)
+	first := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "xl014", fault.StateOpen)
+	require.NoError(t, h.consume(first, withState(first, fault.StateResolved)))
+	late := h.clock.AdvanceLate(30 * time.Minute)
+	require.Len(t, late, 1, "the first window's timer fired")
+
+	second := faultOn(fault.TypeGPUThermal, fault.SeverityP3, "xl014", fault.StateOpen)
+	require.NoError(t, h.consume(second, withState(second, fault.StateResolved)))
+	require.Equal(t, 1, h.clock.pending(), "a new window runs")
+
+	for _, f := range late {
+		f() // the first window's timer finally gets the lock
+	}
+	_, rel := h.platform.counts()
+	assert.Zero(t, rel, "released by the timer of a cancelled window")
+
+	h.clock.Advance(30 * time.Minute)
+	_, rel = h.platform.counts()
+	assert.Equal(t, 1, rel, "released when the new window ends")
+}
+
 func TestNeverAutomaticReturnAfterDBEOrXID79(t *testing.T) {
 	for _, typ := range []fault.Type{fault.TypeGPUMemoryDBE, fault.TypeGPUFellOffBus} {
 		t.Run(string(typ), func(t *testing.T) {

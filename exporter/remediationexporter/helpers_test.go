@@ -222,6 +222,23 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
+// AdvanceLate moves time on and marks the callbacks that came due as
+// fired, but returns them instead of running them: a real timer that fired
+// and waits for the exporter's lock while the test goes on.
+func (c *fakeClock) AdvanceLate(d time.Duration) []func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	var due []func()
+	for _, t := range c.timers {
+		if !t.fired && !t.stopped && !t.at.After(c.now) {
+			t.fired = true
+			due = append(due, t.f)
+		}
+	}
+	return due
+}
+
 // hook is a webhook receiver that checks every signature.
 type hook struct {
 	mu       sync.Mutex

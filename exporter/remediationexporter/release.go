@@ -38,11 +38,22 @@ func (e *remediationExporter) resolve(ctx context.Context, r fault.Record) error
 	return err
 }
 
+// releaseTimer is one verification window. Its callback acts only while it
+// is still its node's window: a timer that fired while a new fault
+// cancelled the release (its stop then fails) and the node's faults
+// resolved again would otherwise release the node at the start of the new
+// window.
+type releaseTimer struct {
+	stop func() bool
+}
+
 // scheduleRelease starts the verification window of a release the state
 // scheduled. Callers hold e.mu.
 func (e *remediationExporter) scheduleRelease(rel lifecycle.Release) {
 	name := rel.Node
-	e.releaseTimers[name] = e.clock.AfterFunc(e.cfg.VerificationWindow, func() { e.releaseAfterWindow(name) })
+	window := &releaseTimer{}
+	window.stop = e.clock.AfterFunc(e.cfg.VerificationWindow, func() { e.releaseAfterWindow(name, window) })
+	e.releaseTimers[name] = window
 	e.logger.Info("remediation: return to service scheduled after the verification window",
 		zap.String("node", name), zap.Duration("verification_window", e.cfg.VerificationWindow), zap.Strings("fault.ids", rel.FaultIDs))
 }
@@ -50,8 +61,8 @@ func (e *remediationExporter) scheduleRelease(rel lifecycle.Release) {
 // releaseCancelled stops the window of a release the state cancelled, and
 // audits why. Callers hold e.mu.
 func (e *remediationExporter) releaseCancelled(rel lifecycle.Release, why string) {
-	if stop := e.releaseTimers[rel.Node]; stop != nil {
-		stop()
+	if window := e.releaseTimers[rel.Node]; window != nil {
+		window.stop()
 		delete(e.releaseTimers, rel.Node)
 	}
 	e.record(audit.Entry{Decision: audit.DecisionSkipped, Step: stepRelease, Node: rel.Node, Platform: e.platformName(),
@@ -61,8 +72,8 @@ func (e *remediationExporter) releaseCancelled(rel lifecycle.Release, why string
 // stopPendingReleases stops every verification window at shutdown: those
 // nodes stay quarantined. Callers hold e.mu.
 func (e *remediationExporter) stopPendingReleases() {
-	for name, stop := range e.releaseTimers {
-		if stop() {
+	for name, window := range e.releaseTimers {
+		if window.stop() {
 			e.record(audit.Entry{Decision: audit.DecisionSkipped, Step: stepRelease, Node: name, Platform: e.platformName(),
 				Reason: "shutdown before the verification window ended: the node stays quarantined"})
 		}
@@ -72,13 +83,16 @@ func (e *remediationExporter) stopPendingReleases() {
 }
 
 // releaseAfterWindow runs on the verification window's timer.
-func (e *remediationExporter) releaseAfterWindow(name string) {
+func (e *remediationExporter) releaseAfterWindow(name string, window *releaseTimer) {
 	if !e.enter() {
 		return
 	}
 	defer e.inFlight.Done()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.releaseTimers[name] != window {
+		return // this window was cancelled; a later one, if any, decides
+	}
 	rel, ok := e.state.BeginRelease(name)
 	if !ok {
 		return // cancelled meanwhile
