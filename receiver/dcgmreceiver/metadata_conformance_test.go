@@ -15,8 +15,10 @@ import (
 )
 
 // metadata.yaml against the factory, the ocb manifests, the metrics (naming:
-// otel) of a GPU that reports every field of the catalogue, in catalogue
-// order, with an XID, and the telemetry builder.
+// otel) of a GPU that reports every field of the catalogue, with an XID,
+// and the telemetry builder. The fields come in reverse catalogue order: a
+// metric fed by several fields must be described the same way whichever a
+// source reads first.
 func TestMetadataConformance(t *testing.T) {
 	metadatatest.Check(t, metadatatest.Component{
 		Factory: NewFactory(),
@@ -24,8 +26,8 @@ func TestMetadataConformance(t *testing.T) {
 			now := time.Now()
 			gpu := model.GPU{UUID: "GPU-00000000-0000-0000-0000-000000000000"}
 			sample := model.GPUSample{GPU: gpu}
-			for _, f := range model.Catalogue {
-				if f.Kind != model.Label {
+			for i := len(model.Catalogue) - 1; i >= 0; i-- {
+				if f := model.Catalogue[i]; f.Kind != model.Label {
 					sample.Values = append(sample.Values, model.Value{Field: f.ID, Int: 1})
 				}
 			}

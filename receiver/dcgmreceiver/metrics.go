@@ -135,6 +135,20 @@ var pointsPerMetric = func() map[string]int {
 	return n
 }()
 
+// otelDescriptions is the description of each OTel metric: the help text of
+// the first catalogue field that feeds it, so that a metric fed by several
+// fields (hw.temperature by the GPU and the memory sensor) is described the
+// same way whichever field a source reads first.
+var otelDescriptions = func() map[string]string {
+	d := map[string]string{}
+	for _, f := range model.Catalogue {
+		if _, ok := d[f.OTel]; !ok && f.Kind != model.Label && f.OTel != "" {
+			d[f.OTel] = f.Help
+		}
+	}
+	return d
+}()
+
 func (m *otelMetrics) points(name, desc, unit string, counter bool) pmetric.NumberDataPointSlice {
 	if dps, ok := m.byKey[name]; ok {
 		return dps
@@ -188,7 +202,7 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 			b.throttleReasons(om, v, ts)
 			continue
 		}
-		dp := om.points(f.OTel, f.Help, f.Unit, f.Kind == model.Counter).AppendEmpty()
+		dp := om.points(f.OTel, otelDescriptions[f.OTel], f.Unit, f.Kind == model.Counter).AppendEmpty()
 		dp.SetTimestamp(ts)
 		if f.AttrKey != "" {
 			dp.Attributes().PutStr(f.AttrKey, f.AttrValue)
