@@ -41,6 +41,19 @@ func (m *Map[K, C]) LoadOrStore(key K, create func() (C, error)) (*Component[K, 
 	return c, nil
 }
 
+// Connect is LoadOrStore, then connect(instance): each pipeline that shares
+// the instance hands it that pipeline's consumer. It returns the instance
+// as a component.Component, nil on error, which every create function of a
+// factory can return as its receiver or connector.
+func (m *Map[K, C]) Connect(key K, create func() (C, error), connect func(C)) (component.Component, error) {
+	c, err := m.LoadOrStore(key, create)
+	if err != nil {
+		return nil, err
+	}
+	connect(c.Inner)
+	return c, nil
+}
+
 // Len reports how many instances are live (for tests).
 func (m *Map[K, C]) Len() int {
 	m.mu.Lock()

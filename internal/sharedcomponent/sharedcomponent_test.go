@@ -59,3 +59,25 @@ func TestCreateErrorAndNeverStarted(t *testing.T) {
 		t.Fatal("an instance never started must not be shut down")
 	}
 }
+
+// Connect hands every pipeline's consumer to the one instance, and returns a
+// nil component (not a typed nil) when creating it failed.
+func TestConnectEachPipelineToTheOneInstance(t *testing.T) {
+	m := NewMap[string, *counting]()
+	var connected []*counting
+	connect := func(c *counting) { connected = append(connected, c) }
+	a, err := m.Connect("cfg", func() (*counting, error) { return &counting{}, nil }, connect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.Connect("cfg", func() (*counting, error) { return &counting{}, nil }, connect)
+	if a != b || len(connected) != 2 || connected[0] != connected[1] {
+		t.Fatalf("two pipelines of one config: %v and %v, connected %v", a, b, connected)
+	}
+	bad, err := m.Connect("other", func() (*counting, error) { return nil, errors.New("bad") }, connect)
+	if err == nil || bad != nil || len(connected) != 2 {
+		t.Fatalf("a create error must return nil and connect nothing: %v %v %d", bad, err, len(connected))
+	}
+	_ = a.Shutdown(context.Background())
+	_ = b.Shutdown(context.Background())
+}

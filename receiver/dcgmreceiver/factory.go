@@ -63,37 +63,26 @@ type factory struct {
 	conns  *connections
 }
 
-type sharedReceiver = sharedcomponent.Component[*Config, *dcgmReceiver]
-
 func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-	s, err := f.get(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.Inner.nextMetrics = next
-	return s, nil
+	return f.connect(set, cfg, func(r *dcgmReceiver) { r.nextMetrics = next })
 }
 
 func (f *factory) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	s, err := f.get(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.Inner.nextLogs = next
-	return s, nil
+	return f.connect(set, cfg, func(r *dcgmReceiver) { r.nextLogs = next })
 }
 
-// get returns the one receiver of a config, whichever pipelines use it.
-func (f *factory) get(set receiver.Settings, cfg component.Config) (*sharedReceiver, error) {
+// connect returns the one receiver of a config, whichever pipelines use it,
+// with the calling pipeline's consumer connected.
+func (f *factory) connect(set receiver.Settings, cfg component.Config, to func(*dcgmReceiver)) (component.Component, error) {
 	c, ok := cfg.(*Config)
 	if !ok {
 		return nil, errConfigNotDCGM
 	}
-	return f.shared.LoadOrStore(c, func() (*dcgmReceiver, error) {
+	return f.shared.Connect(c, func() (*dcgmReceiver, error) {
 		deps, err := f.dependencies(c, set)
 		if err != nil {
 			return nil, err
 		}
 		return newDCGMReceiver(c, set, deps)
-	})
+	}, to)
 }

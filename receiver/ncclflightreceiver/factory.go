@@ -59,39 +59,24 @@ type factory struct {
 	shared *sharedcomponent.Map[*Config, *ncclReceiver]
 }
 
-type sharedReceiver = sharedcomponent.Component[*Config, *ncclReceiver]
-
-func (f *factory) get(set receiver.Settings, cfg component.Config) (*sharedReceiver, error) {
+// connect returns the one receiver of a config, whichever pipelines use it,
+// with the calling pipeline's consumer connected.
+func (f *factory) connect(set receiver.Settings, cfg component.Config, to func(*ncclReceiver)) (component.Component, error) {
 	c, ok := cfg.(*Config)
 	if !ok {
 		return nil, errConfigNotNCCL
 	}
-	return f.shared.LoadOrStore(c, func() (*ncclReceiver, error) { return newNCCLReceiver(c, set) })
+	return f.shared.Connect(c, func() (*ncclReceiver, error) { return newNCCLReceiver(c, set) }, to)
 }
 
 func (f *factory) createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
-	s, err := f.get(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.Inner.nextTraces = next
-	return s, nil
+	return f.connect(set, cfg, func(r *ncclReceiver) { r.nextTraces = next })
 }
 
 func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-	s, err := f.get(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.Inner.nextMetrics = next
-	return s, nil
+	return f.connect(set, cfg, func(r *ncclReceiver) { r.nextMetrics = next })
 }
 
 func (f *factory) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	s, err := f.get(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.Inner.nextLogs = next
-	return s, nil
+	return f.connect(set, cfg, func(r *ncclReceiver) { r.nextLogs = next })
 }
