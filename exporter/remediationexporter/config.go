@@ -24,6 +24,7 @@ type Config struct {
 	Kubernetes KubernetesConfig `mapstructure:"kubernetes"`
 	Slurm      SlurmConfig      `mapstructure:"slurm"`
 	// Webhook posts records and decisions, signed; no endpoint: disabled.
+	// https:// only unless webhook.insecure.
 	Webhook webhook.Config `mapstructure:"webhook"`
 	// Cooldown: after the exporter returned a node to service it does not
 	// quarantine it again for this long (flapping). Default 30m.
@@ -42,6 +43,11 @@ type Config struct {
 	MaxAttempts int `mapstructure:"max_attempts"`
 	// Backoff between attempts, for the platform and the webhook.
 	Backoff BackoffConfig `mapstructure:"backoff"`
+	// MaxQuarantinedFraction caps the share of GPU nodes quarantined by
+	// this exporter at once (0 < x <= 1; at least one node), counted from
+	// the platform's own marks, so it holds across restarts, replicas and
+	// breaker windows. Default 0.1.
+	MaxQuarantinedFraction float64 `mapstructure:"max_quarantined_fraction"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -91,6 +97,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.VerificationWindow < 0 {
 		errs = append(errs, errors.New("verification_window must not be negative"))
+	}
+	if !(cfg.MaxQuarantinedFraction > 0 && cfg.MaxQuarantinedFraction <= 1) {
+		errs = append(errs, fmt.Errorf("max_quarantined_fraction %v: must be in (0, 1]", cfg.MaxQuarantinedFraction))
 	}
 	if cfg.MaxAttempts < 1 {
 		errs = append(errs, errors.New("max_attempts must be at least 1"))

@@ -147,6 +147,9 @@ func (cp *controlPlane) kubeConfig(t *testing.T, hookURL, pool string, maxShare 
 	cfg.Kubernetes.Kubeconfig = cp.kubeconfig
 	cfg.Kubernetes.GPUNodeSelector = poolLabel + "=" + pool
 	cfg.Kubernetes.Breaker.MaxShare = maxShare
+	// The breaker is the rail these scenarios test; the quarantined-share
+	// cap has its own (rails_envtest_test.go).
+	cfg.MaxQuarantinedFraction = 1
 	cfg.Kubernetes.Breaker.Name = "breaker-" + pool
 	cfg.Kubernetes.Lease.Name = "leader-" + pool
 	return cfg
@@ -196,6 +199,9 @@ func TestEnvtestExporter(t *testing.T) {
 	t.Run("RBACManifests", func(t *testing.T) { testRBAC(t, cp) })
 	t.Run("DeviceTaintOneGPU", func(t *testing.T) { testDeviceTaintOneGPU(t, cp) })
 	t.Run("RecordToCordonLatency100Nodes", func(t *testing.T) { testRecordToCordonLatency(t, cp) })
+	t.Run("GhostNodesDoNotTripTheBreaker", func(t *testing.T) { testGhostNodes(t, cp) })
+	t.Run("NodeWithoutGPUNeverQuarantined", func(t *testing.T) { testNoGPUNode(t, cp) })
+	t.Run("QuarantinedShareCapOverWindows", func(t *testing.T) { testShareCap(t, cp) })
 }
 
 func testDBEAndDuplicates(t *testing.T, cp *controlPlane) {

@@ -38,6 +38,8 @@ func createDefaultConfig() component.Config {
 		Backoff:            BackoffConfig{Initial: time.Second, Max: 30 * time.Second},
 		Kubernetes:         KubernetesConfig{Config: k8s.NewDefaultConfig()},
 		Slurm:              SlurmConfig{Config: slurm.NewDefaultConfig()},
+
+		MaxQuarantinedFraction: 0.1,
 	}
 }
 

@@ -46,6 +46,13 @@ type memPlatform struct {
 	block       chan struct{}    // when set, Quarantine waits on it
 	entered     chan struct{}    // signalled when Quarantine is entered
 	breaker     *memBreaker
+	// skips: Check leaves these nodes alone (ghosts, no GPU, ...).
+	skips map[string]actuator.Outcome
+	// gpuNodes is Check's GPU node count; 0 means 10000. held are the
+	// nodes quarantined and not released: Check's Quarantined.
+	gpuNodes int
+	held     map[string]bool
+	checkErr error // Check fails with it
 }
 
 func newMemPlatform(budget int) *memPlatform {
@@ -77,6 +84,7 @@ func (p *memPlatform) Quarantine(ctx context.Context, req actuator.Request) (act
 	if p.outcome != "" {
 		return actuator.Result{Outcome: p.outcome, Detail: "test"}, nil
 	}
+	p.hold(req.Node, true)
 	return actuator.Result{Outcome: actuator.Applied, Detail: "cordoned"}, nil
 }
 
@@ -84,6 +92,7 @@ func (p *memPlatform) Release(_ context.Context, req actuator.Request) (actuator
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.releases = append(p.releases, req)
+	p.hold(req.Node, false)
 	return actuator.Result{Outcome: actuator.Applied, Detail: "uncordoned"}, nil
 }
 
@@ -106,9 +115,10 @@ type memBreaker struct {
 	budget  int
 	nodes   map[string]bool
 	tripped bool
+	at      map[string]time.Time // when each node was admitted (Refund)
 }
 
-func (b *memBreaker) Admit(_ context.Context, node string, _ time.Time) (bool, error) {
+func (b *memBreaker) Admit(_ context.Context, node string, now time.Time) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.nodes[node] {
@@ -119,6 +129,7 @@ func (b *memBreaker) Admit(_ context.Context, node string, _ time.Time) (bool, e
 		return false, nil
 	}
 	b.nodes[node] = true
+	b.admitted(node, now)
 	return true, nil
 }
 

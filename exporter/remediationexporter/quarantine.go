@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
@@ -54,6 +55,29 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 		return audit.DecisionDryRun, reason, entry.Actions, nil
 	}
 
+	// The platform confirms the node before the breaker is asked: a node it
+	// would leave alone (a ghost named by a forged fault, a node without a
+	// GPU) never spends the breaker's budget.
+	elig, attempts, err := retryCall(ctx, e, func(ctx context.Context) (actuator.Eligibility, error) { return e.platform.Check(ctx, req) })
+	if err != nil {
+		// Fail closed: what cannot be read is not acted on; retried with
+		// the next record or a redelivery.
+		entry.Attempts = attempts
+		reason := "platform check failed: " + err.Error()
+		e.record(withDecision(entry, audit.DecisionFailed, reason))
+		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: check %s for fault %s: %w", node, r.ID, err)
+	}
+	if elig.Skip != "" {
+		// Final for this fault, as the same answer from Quarantine is.
+		entry.Outcome = string(elig.Skip)
+		e.state.Quarantined(r.ID, node, toApply, false, "")
+		return skip(skipReason(elig.Skip, elig.Detail))
+	}
+	if reason := e.overQuarantineCap(elig); reason != "" {
+		// Not final: the fault is tried again once a quarantine is released.
+		return skip(reason)
+	}
+
 	// The breaker is consulted before every quarantine; once tripped it
 	// stays so until a human resets it.
 	breaker := e.platform.Breaker()
@@ -88,18 +112,54 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 		e.state.Quarantined(r.ID, node, toApply, true, d.HoldReason)
 		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
 		return audit.DecisionActed, res.Detail, entry.Actions, nil
-	default: // foreign, excluded, not found: left alone, once for this fault
-		e.state.Quarantined(r.ID, node, toApply, false, "")
-		reason := string(res.Outcome)
-		if res.Detail != "" {
-			reason += ": " + res.Detail
+	default: // foreign, excluded, no GPU, not found: left alone, once for this fault
+		// The node changed since Check: the slot it took goes back.
+		reason := skipReason(res.Outcome, res.Detail)
+		if err := breaker.Refund(ctx, node, now); err != nil {
+			reason += "; breaker slot not refunded: " + err.Error()
 		}
+		e.state.Quarantined(r.ID, node, toApply, false, "")
 		return skip(reason)
 	}
 }
 
+// skipReason is the audit reason of a platform's skip: outcome: detail.
+func skipReason(outcome actuator.Outcome, detail string) string {
+	if detail == "" {
+		return string(outcome)
+	}
+	return string(outcome) + ": " + detail
+}
+
+// overQuarantineCap says why quarantining one more node would put more
+// than max_quarantined_fraction of the GPU nodes in quarantine by us; ""
+// when it would not. A node already ours adds nothing.
+func (e *remediationExporter) overQuarantineCap(elig actuator.Eligibility) string {
+	if elig.Ours {
+		return ""
+	}
+	limit := quarantineCap(e.cfg.MaxQuarantinedFraction, elig.GPUNodes)
+	if elig.Quarantined+1 <= limit {
+		return ""
+	}
+	return fmt.Sprintf("quarantine cap: %d of %d GPU nodes already quarantined by this exporter (max_quarantined_fraction %v allows %d)",
+		elig.Quarantined, elig.GPUNodes, e.cfg.MaxQuarantinedFraction, limit)
+}
+
+// quarantineCap is floor(fraction × gpuNodes), at least one node, as the
+// breakers count their budget. The epsilon keeps 0.29 × 100 from flooring
+// to 28.
+func quarantineCap(fraction float64, gpuNodes int) int {
+	return max(1, int(math.Floor(fraction*float64(gpuNodes)+1e-9)))
+}
+
 // retry calls op up to max_attempts times with exponential backoff.
 func (e *remediationExporter) retry(ctx context.Context, op func(context.Context) (actuator.Result, error)) (actuator.Result, int, error) {
+	return retryCall(ctx, e, op)
+}
+
+// retryCall is retry for any platform call.
+func retryCall[T any](ctx context.Context, e *remediationExporter, op func(context.Context) (T, error)) (T, int, error) {
 	backoff := e.cfg.Backoff.Initial
 	for attempt := 1; ; attempt++ {
 		res, err := op(ctx)

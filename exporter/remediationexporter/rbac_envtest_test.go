@@ -118,8 +118,20 @@ func testRBAC(t *testing.T, cp *controlPlane) {
 	p, err := k8s.New(sa, cfg, zaptest.NewLogger(t))
 	require.NoError(t, err)
 
-	// Admit in the breaker (list nodes, create and update the ConfigMap).
-	admitted, err := p.Breaker().Admit(ctx, "rbac001", time.Now())
+	// Check before the breaker (get and list nodes).
+	elig, err := p.Check(ctx, actuator.Request{Node: "rbac001"})
+	require.NoError(t, err)
+	assert.Empty(t, elig.Skip, elig.Detail)
+	assert.Equal(t, 2, elig.GPUNodes)
+
+	// Admit in the breaker (list nodes, create and update the ConfigMap),
+	// and refund (update it).
+	at := time.Now()
+	admitted, err := p.Breaker().Admit(ctx, "rbac002", at)
+	require.NoError(t, err)
+	assert.True(t, admitted)
+	require.NoError(t, p.Breaker().Refund(ctx, "rbac002", at))
+	admitted, err = p.Breaker().Admit(ctx, "rbac001", time.Now())
 	require.NoError(t, err)
 	assert.True(t, admitted)
 	tripped, err := p.Breaker().Tripped(ctx)

@@ -39,6 +39,7 @@ func TestSlurmExporter(t *testing.T) {
 	cfg := actingConfig(t, url)
 	cfg.Slurm.Enabled = true
 	cfg.Slurm.Breaker.MaxShare = 1
+	cfg.MaxQuarantinedFraction = 1 // the cap has its own test (rails_slurm_test.go)
 	cfg.VerificationWindow = 200 * time.Millisecond
 	exp := startFromFactory(t, cfg)
 	ctx := context.Background()
@@ -110,6 +111,7 @@ func TestSlurmExporterTwoFaultsOneNode(t *testing.T) {
 	cfg := actingConfig(t, url)
 	cfg.Slurm.Enabled = true
 	cfg.Slurm.Breaker.MaxShare = 1
+	cfg.MaxQuarantinedFraction = 1 // the cap has its own test (rails_slurm_test.go)
 	cfg.VerificationWindow = 100 * time.Millisecond
 	exp := startFromFactory(t, cfg)
 	ctx := context.Background()

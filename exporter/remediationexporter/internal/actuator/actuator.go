@@ -13,7 +13,11 @@
 //     the Slurm reason prefix), and Release undoes only that;
 //   - the quarantine budget (Breaker) lives in the platform itself (a
 //     ConfigMap updated by compare-and-swap, or recounted from sinfo), so a
-//     restart or a second replica cannot exceed it.
+//     restart or a second replica cannot exceed it;
+//   - Check says, before the breaker is asked, whether a node may be
+//     quarantined at all (it exists, has a GPU, is not excluded and not
+//     someone else's) and how many GPU nodes carry our marks, read from the
+//     platform itself, so a forged fault naming a ghost node spends nothing.
 package actuator // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 
 import (
@@ -78,6 +82,7 @@ const (
 	SkipForeign  Outcome = "skip_foreign"   // someone else cordoned/drained/tainted it: left alone
 	SkipExcluded Outcome = "skip_excluded"  // maintenance label or reservation
 	SkipNotFound Outcome = "skip_not_found" // no such node
+	SkipNoGPU    Outcome = "skip_no_gpu"    // the node has no GPU (a control-plane or CPU node)
 	NotOurs      Outcome = "not_ours"       // Release: the quarantine is not this exporter's
 )
 
@@ -87,10 +92,32 @@ type Result struct {
 	Detail  string
 }
 
+// Eligibility is a platform's answer to Check: whether a node may be
+// quarantined, and how many GPU nodes are quarantined by this exporter.
+type Eligibility struct {
+	// Skip, when set, is why the node is left alone: SkipNotFound,
+	// SkipNoGPU, SkipExcluded or SkipForeign; Detail says more.
+	Skip   Outcome
+	Detail string
+	// Ours: the node already carries this exporter's quarantine marks, so
+	// quarantining it again adds nothing to Quarantined.
+	Ours bool
+	// GPUNodes is how many GPU nodes the platform has (those the shares
+	// are taken of); Quarantined how many nodes among them carry this
+	// exporter's quarantine marks. Both are read from the platform, so they
+	// hold across restarts and replicas.
+	GPUNodes    int
+	Quarantined int
+}
+
 // Platform acts on nodes. Implementations are safe for concurrent use.
 type Platform interface {
 	// Name is "kubernetes" or "slurm".
 	Name() string
+	// Check reads, and changes nothing: the exporter calls it before the
+	// breaker, so a node it would skip never takes a slot. An error (the
+	// platform cannot be read) means: do not act.
+	Check(ctx context.Context, req Request) (Eligibility, error)
 	// Quarantine applies req.Actions to req.Node. A transient error (API
 	// server down) is returned as an error and the exporter retries.
 	Quarantine(ctx context.Context, req Request) (Result, error)
@@ -109,6 +136,11 @@ type Breaker interface {
 	// the breaker is tripped (Tripped) until Reset. A node already counted
 	// within the window is admitted again without counting twice.
 	Admit(ctx context.Context, node string, now time.Time) (admitted bool, err error)
+	// Refund gives back the slot Admit took for node at admittedAt when the
+	// platform then left the node alone (a skip): a node never quarantined
+	// must not spend the budget. An earlier admission of the node within
+	// the window (another time) stays counted.
+	Refund(ctx context.Context, node string, admittedAt time.Time) error
 	// Tripped reports whether the breaker is tripped.
 	Tripped(ctx context.Context) (bool, error)
 	// Reset clears the tripped flag and the window (a human's action).

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -37,25 +36,16 @@ type breakerState struct {
 // replicas (or a restarted one) admitting at once cannot both spend the
 // last slot: one of them gets Conflict, re-reads and sees it spent.
 type Breaker struct {
-	client   kubernetes.Interface
-	cfg      BreakerConfig
-	selector labels.Selector // nil: nodes with nvidia.com/gpu capacity
+	client kubernetes.Interface
+	cfg    BreakerConfig
+	gpu    gpuNodes // the nodes the budget's share is taken of
 }
 
 var _ actuator.Breaker = (*Breaker)(nil)
 
-// NewBreaker returns a Breaker whose GPU nodes are those matching
-// gpuNodeSelector, or with nvidia.com/gpu capacity when it is empty.
-func NewBreaker(client kubernetes.Interface, cfg BreakerConfig, gpuNodeSelector string) (*Breaker, error) {
-	b := &Breaker{client: client, cfg: cfg}
-	if gpuNodeSelector != "" {
-		sel, err := labels.Parse(gpuNodeSelector)
-		if err != nil {
-			return nil, fmt.Errorf("gpu_node_selector: %w", err)
-		}
-		b.selector = sel
-	}
-	return b, nil
+// newBreaker returns a Breaker whose budget is a share of gpu's GPU nodes.
+func newBreaker(client kubernetes.Interface, cfg BreakerConfig, gpu gpuNodes) *Breaker {
+	return &Breaker{client: client, cfg: cfg, gpu: gpu}
 }
 
 // Admit implements actuator.Breaker. A node already in the window is
@@ -89,6 +79,18 @@ func (b *Breaker) Admit(ctx context.Context, node string, now time.Time) (bool, 
 	return admitted, err
 }
 
+// Refund implements actuator.Breaker: the node's entry goes only if it is
+// this admission's (same time); an earlier one of the window stays.
+func (b *Breaker) Refund(ctx context.Context, node string, admittedAt time.Time) error {
+	return b.update(ctx, func(st *breakerState) (bool, error) {
+		if at, ok := st.Window[node]; !ok || !at.Equal(admittedAt) {
+			return false, nil
+		}
+		delete(st.Window, node)
+		return true, nil
+	})
+}
+
 // Tripped implements actuator.Breaker.
 func (b *Breaker) Tripped(ctx context.Context) (bool, error) {
 	_, st, err := b.read(ctx)
@@ -108,23 +110,9 @@ func (b *Breaker) Reset(ctx context.Context) error {
 
 // budget is max_share of the GPU nodes, at least one.
 func (b *Breaker) budget(ctx context.Context) (int, error) {
-	opts := metav1.ListOptions{}
-	if b.selector != nil {
-		opts.LabelSelector = b.selector.String()
-	}
-	nodes, err := b.client.CoreV1().Nodes().List(ctx, opts)
+	gpuNodes, _, err := b.gpu.count(ctx, b.client)
 	if err != nil {
-		return 0, fmt.Errorf("count GPU nodes: %w", err)
-	}
-	gpuNodes := 0
-	for i := range nodes.Items {
-		if b.selector != nil {
-			gpuNodes++
-			continue
-		}
-		if q, ok := nodes.Items[i].Status.Capacity[resourceGPU]; ok && q.Sign() > 0 {
-			gpuNodes++
-		}
+		return 0, err
 	}
 	return breakerBudget(b.cfg.MaxShare, gpuNodes), nil
 }

@@ -6,6 +6,7 @@ package k8s // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationex
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,12 +20,15 @@ const (
 	DefaultTaintKey         = "otelcol-gpu.io/gpu-fault"
 	DefaultConditionType    = "GPUHealthy"
 	DefaultMaintenanceLabel = "otelcol-gpu.io/maintenance"
-	DefaultNamespace        = "otelcol-gpu"
-	DefaultBreakerName      = "remediation-breaker"
-	DefaultLeaseName        = "remediation-leader"
-	DefaultBreakerMaxShare  = 0.1
-	DefaultBreakerWindow    = time.Hour
-	DefaultLeaseDuration    = 15 * time.Second
+	// DefaultGPUNodeLabel is what NVIDIA's GPU feature discovery puts on a
+	// node with GPUs; it stays when every GPU fell off the bus.
+	DefaultGPUNodeLabel    = "nvidia.com/gpu.present=true"
+	DefaultNamespace       = "otelcol-gpu"
+	DefaultBreakerName     = "remediation-breaker"
+	DefaultLeaseName       = "remediation-leader"
+	DefaultBreakerMaxShare = 0.1
+	DefaultBreakerWindow   = time.Hour
+	DefaultLeaseDuration   = 15 * time.Second
 )
 
 // Config is the `kubernetes:` section of the remediation exporter.
@@ -43,8 +47,15 @@ type Config struct {
 	ConditionType string `mapstructure:"condition_type"`
 	// MaintenanceLabel: nodes carrying this label (any value) are left alone.
 	MaintenanceLabel string `mapstructure:"maintenance_label"`
-	// GPUNodeSelector is a label selector for the GPU nodes the breaker's
-	// share is taken of; empty means nodes with nvidia.com/gpu capacity.
+	// GPUNodeLabel ("key=value", or "key" for any value) marks a node as
+	// having GPUs; so does a non-zero nvidia.com/gpu capacity or
+	// allocatable. A node with neither is never quarantined (a control-plane
+	// or CPU node). Empty: capacity and allocatable only. Default
+	// nvidia.com/gpu.present=true.
+	GPUNodeLabel string `mapstructure:"gpu_node_label"`
+	// GPUNodeSelector, when set, narrows the GPU nodes to those it matches:
+	// the breaker's and max_quarantined_fraction's shares are taken of
+	// them, and a node outside it is never quarantined.
 	GPUNodeSelector string `mapstructure:"gpu_node_selector"`
 	// Evict enables the evict action (pods requesting nvidia.com/gpu on the
 	// node are evicted through the Eviction API, honouring disruption
@@ -87,6 +98,7 @@ func NewDefaultConfig() Config {
 		TaintEffect:      string(corev1.TaintEffectNoSchedule),
 		ConditionType:    DefaultConditionType,
 		MaintenanceLabel: DefaultMaintenanceLabel,
+		GPUNodeLabel:     DefaultGPUNodeLabel,
 		Breaker: BreakerConfig{
 			MaxShare:  DefaultBreakerMaxShare,
 			Window:    DefaultBreakerWindow,
@@ -121,6 +133,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("maintenance_label %q: %v", c.MaintenanceLabel, msgs))
 		}
 	}
+	if c.GPUNodeLabel != "" {
+		if _, _, err := parseGPUNodeLabel(c.GPUNodeLabel); err != nil {
+			errs = append(errs, fmt.Errorf("gpu_node_label %q: %w", c.GPUNodeLabel, err))
+		}
+	}
 	if c.GPUNodeSelector != "" {
 		if _, err := labels.Parse(c.GPUNodeSelector); err != nil {
 			errs = append(errs, fmt.Errorf("gpu_node_selector: %w", err))
@@ -140,6 +157,21 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("lease.duration %v: must be at least 1s", c.Lease.Duration))
 	}
 	return errors.Join(errs...)
+}
+
+// parseGPUNodeLabel splits "key=value" or "key" (any value: value "" and
+// any true).
+func parseGPUNodeLabel(s string) (key, value string, err error) {
+	key, value, hasValue := strings.Cut(s, "=")
+	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+		return "", "", fmt.Errorf("key %q: %v", key, msgs)
+	}
+	if hasValue {
+		if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 || value == "" {
+			return "", "", fmt.Errorf("value %q: must be a non-empty label value", value)
+		}
+	}
+	return key, value, nil
 }
 
 func validateObjectName(section, namespace, name string) []error {

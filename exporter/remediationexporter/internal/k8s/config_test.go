@@ -17,6 +17,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	assert.Equal(t, "otelcol-gpu", cfg.Breaker.Namespace)
 	assert.Equal(t, "remediation-breaker", cfg.Breaker.Name)
 	assert.False(t, cfg.Evict)
+	assert.Equal(t, "nvidia.com/gpu.present=true", cfg.GPUNodeLabel)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -26,6 +27,8 @@ func TestConfigValidate(t *testing.T) {
 		"condition type": func(c *Config) { c.ConditionType = "" },
 		"maintenance":    func(c *Config) { c.MaintenanceLabel = "a/b/c" },
 		"selector":       func(c *Config) { c.GPUNodeSelector = "a in (" },
+		"gpu label key":  func(c *Config) { c.GPUNodeLabel = "bad key!=true" },
+		"gpu label val":  func(c *Config) { c.GPUNodeLabel = "nvidia.com/gpu.present=" },
 		"share zero":     func(c *Config) { c.Breaker.MaxShare = 0 },
 		"share above 1":  func(c *Config) { c.Breaker.MaxShare = 1.5 },
 		"window":         func(c *Config) { c.Breaker.Window = 0 },
@@ -42,4 +45,14 @@ func TestConfigValidate(t *testing.T) {
 	cfg := NewDefaultConfig()
 	cfg.TaintEffect, cfg.GPUNodeSelector, cfg.MaintenanceLabel = "NoExecute", "nvidia.com/gpu.present=true", ""
 	assert.NoError(t, cfg.Validate())
+	for _, label := range []string{"", "nvidia.com/gpu.present", "example.com/accelerator=h200"} {
+		cfg.GPUNodeLabel = label
+		assert.NoError(t, cfg.Validate(), label)
+	}
+}
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	cfg := NewDefaultConfig()
+	cfg.GPUNodeLabel = "=true"
+	assert.ErrorContains(t, cfg.Validate(), "gpu_node_label")
 }

@@ -181,6 +181,9 @@ func TestEnvtest(t *testing.T) {
 	t.Run("EvictGPUPods", func(t *testing.T) { testEvict(t, client) })
 	t.Run("LeaderElection", func(t *testing.T) { testLeader(t, cfg) })
 	t.Run("QuarantineLatency100Nodes", func(t *testing.T) { testLatency(t, cfg) })
+	t.Run("CheckBeforeTheBreaker", func(t *testing.T) { testCheck(t, client) })
+	t.Run("NoGPUNeverQuarantined", func(t *testing.T) { testNoGPU(t, client) })
+	t.Run("BreakerRefund", func(t *testing.T) { testBreakerRefund(t, client) })
 }
 
 func testDBE(t *testing.T, client kubernetes.Interface) {

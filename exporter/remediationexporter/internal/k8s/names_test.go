@@ -152,11 +152,21 @@ func keys(m map[string]time.Time) []string {
 // planQuarantine is the pure part of Quarantine; the API behaviour is
 // covered by the envtest tests.
 func TestPlanQuarantine(t *testing.T) {
-	p := &Platform{cfg: NewDefaultConfig()}
+	gpu, err := newGPUNodes(NewDefaultConfig())
+	require.NoError(t, err)
+	p := &Platform{cfg: NewDefaultConfig(), gpu: gpu}
 	req := actuator.Request{Node: "n1", FaultID: "f1", FaultType: "gpu.ecc.dbe"}
 	all := wanted{cordon: true, taint: true}
 
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	// A node without a GPU (a control-plane node) is left as it is.
+	cp := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp1"}}
+	res, _, changed := p.planQuarantine(cp, req, all)
+	assert.Equal(t, actuator.SkipNoGPU, res.Outcome)
+	assert.False(t, changed)
+	assert.False(t, cp.Spec.Unschedulable)
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Capacity: corev1.ResourceList{resourceGPU: resource.MustParse("8")}}}
 	res, done, changed := p.planQuarantine(node, req, all)
 	assert.Equal(t, actuator.Applied, res.Outcome)
 	assert.True(t, changed)

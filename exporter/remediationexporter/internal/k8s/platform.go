@@ -32,6 +32,7 @@ type Platform struct {
 	cfg     Config
 	logger  *zap.Logger
 	breaker *Breaker
+	gpu     gpuNodes
 	now     func() time.Time
 	// instance is the events' reportingInstance: this replica.
 	instance string
@@ -44,11 +45,12 @@ func New(client kubernetes.Interface, cfg Config, logger *zap.Logger) (*Platform
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	breaker, err := NewBreaker(client, cfg.Breaker, cfg.GPUNodeSelector)
+	gpu, err := newGPUNodes(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, now: time.Now, instance: reportingInstance()}, nil
+	breaker := newBreaker(client, cfg.Breaker, gpu)
+	return &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, gpu: gpu, now: time.Now, instance: reportingInstance()}, nil
 }
 
 // Name implements actuator.Platform.
@@ -100,7 +102,7 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 		if err != nil {
 			return p.apiResult(req.Node, "quarantine", err)
 		}
-		if res, skip := p.excluded(current); skip {
+		if res, skip := p.eligible(current); skip {
 			return res, nil
 		}
 		if deviceDone, fallback, err = p.taintDevice(ctx, req); err != nil {
@@ -184,9 +186,10 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 }
 
 // planQuarantine changes node in place and says what it did. It changes
-// nothing on a node under maintenance or cordoned by someone else.
+// nothing on a node under maintenance, cordoned by someone else or without
+// a GPU: checked again on the version it writes, whatever Check said.
 func (p *Platform) planQuarantine(node *corev1.Node, req actuator.Request, want wanted) (actuator.Result, []string, bool) {
-	if res, skip := p.excluded(node); skip {
+	if res, skip := p.eligible(node); skip {
 		return res, nil, false
 	}
 

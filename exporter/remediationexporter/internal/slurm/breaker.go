@@ -127,6 +127,17 @@ func (b *Breaker) Admit(ctx context.Context, node string, now time.Time) (bool, 
 	return true, nil
 }
 
+// Refund implements actuator.Breaker: it forgets the node admitted at
+// admittedAt and not drained. A drain of ours in Slurm counts regardless.
+func (b *Breaker) Refund(_ context.Context, node string, admittedAt time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if at, ok := b.pending[node]; ok && at.Equal(admittedAt) {
+		delete(b.pending, node)
+	}
+	return nil
+}
+
 // Tripped implements actuator.Breaker.
 func (b *Breaker) Tripped(context.Context) (bool, error) {
 	b.mu.Lock()

@@ -21,7 +21,13 @@ type slurmCluster struct {
 // sinfo shows every node idle.
 func startSlurm(t *testing.T, n int) *slurmCluster {
 	t.Helper()
-	c := slurmtest.Start(t, n)
+	return startSlurmWith(t, n, 0)
+}
+
+// startSlurmWith adds cpu nodes without GRES, cpu-node1..cpu.
+func startSlurmWith(t *testing.T, gpu, cpu int) *slurmCluster {
+	t.Helper()
+	c := slurmtest.StartWith(t, gpu, cpu)
 	return &slurmCluster{Cluster: c, t: t, nodes: c.Nodes, env: c.Env}
 }
 

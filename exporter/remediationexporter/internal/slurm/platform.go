@@ -108,9 +108,10 @@ func wantsDrain(actions []actuator.Action) bool {
 //
 // Order of checks: unknown node; already drained by us (AlreadyDone);
 // active MAINT reservation (SkipExcluded); drained, down or failed by
-// someone else (SkipForeign); else drain. Slurm has no compare-and-swap, so
-// a drain by another writer between our read and our update would have its
-// reason replaced: the window is one scontrol round trip.
+// someone else (SkipForeign); no gpu GRES (SkipNoGPU); else drain. Slurm
+// has no compare-and-swap, so a drain by another writer between our read
+// and our update would have its reason replaced: the window is one
+// scontrol round trip.
 func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuator.Result, error) {
 	if !wantsDrain(req.Actions) {
 		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: fmt.Sprintf("no Slurm action in %v", req.Actions)}, nil
@@ -126,16 +127,8 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 	if err != nil {
 		return actuator.Result{}, err
 	}
-	if node.unavailable() && p.ours(node.Reason) {
-		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: fmt.Sprintf("%s already drained: %q", name, node.Reason)}, nil
-	}
-	if resv, err := p.maintenanceReservation(ctx, name); err != nil {
-		return actuator.Result{}, err
-	} else if resv != "" {
-		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: fmt.Sprintf("%s is in maintenance reservation %s", name, resv)}, nil
-	}
-	if node.unavailable() {
-		return actuator.Result{Outcome: actuator.SkipForeign, Detail: fmt.Sprintf("%s is %s by someone else: %q", name, strings.Join(node.States, "+"), node.Reason)}, nil
+	if res, leave, err := p.leaveAlone(ctx, node); err != nil || leave {
+		return res, err
 	}
 	reason := p.reason(req)
 	if err := p.transport.drain(ctx, name, reason); err != nil {
@@ -178,6 +171,27 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 		return actuator.Result{}, err
 	}
 	return actuator.Result{Outcome: actuator.Applied, Detail: name + " State=RESUME"}, nil
+}
+
+// leaveAlone says whether node is not to be drained, and why: already
+// drained by us (AlreadyDone), in maintenance, someone else's, or without
+// a GPU. Quarantine and Check both ask it.
+func (p *Platform) leaveAlone(ctx context.Context, node nodeInfo) (actuator.Result, bool, error) {
+	if node.unavailable() && p.ours(node.Reason) {
+		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: fmt.Sprintf("%s already drained: %q", node.Name, node.Reason)}, true, nil
+	}
+	if resv, err := p.maintenanceReservation(ctx, node.Name); err != nil {
+		return actuator.Result{}, true, err
+	} else if resv != "" {
+		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: fmt.Sprintf("%s is in maintenance reservation %s", node.Name, resv)}, true, nil
+	}
+	if node.unavailable() {
+		return actuator.Result{Outcome: actuator.SkipForeign, Detail: fmt.Sprintf("%s is %s by someone else: %q", node.Name, strings.Join(node.States, "+"), node.Reason)}, true, nil
+	}
+	if gresGPUs(node.Gres) == 0 {
+		return actuator.Result{Outcome: actuator.SkipNoGPU, Detail: fmt.Sprintf("%s has no GPU: no gpu GRES (Gres=%s)", node.Name, node.Gres)}, true, nil
+	}
+	return actuator.Result{}, false, nil
 }
 
 // maintenanceReservation names the active MAINT reservation holding node.

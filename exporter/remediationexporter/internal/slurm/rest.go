@@ -182,10 +182,11 @@ type restNode struct {
 	StateFlags      flexStrings `json:"state_flags"` // v0.0.38
 	Reason          string      `json:"reason"`
 	ReasonChangedAt flexNumber  `json:"reason_changed_at"`
+	Gres            string      `json:"gres"`
 }
 
 func (n restNode) info() nodeInfo {
-	info := nodeInfo{Name: n.Name, Reason: n.Reason}
+	info := nodeInfo{Name: n.Name, Reason: n.Reason, Gres: n.Gres}
 	for _, s := range append(append([]string(nil), n.State...), n.StateFlags...) {
 		info.States = append(info.States, splitStates(s)...)
 	}

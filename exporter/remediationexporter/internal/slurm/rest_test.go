@@ -99,9 +99,9 @@ func (f *fakeSlurmrestd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestRestTransportAgainstDocumentedAPI(t *testing.T) {
 	fake := &fakeSlurmrestd{t: t, version: "v0.0.40", nodes: map[string]map[string]any{
-		"gpu-node1": {"name": "gpu-node1", "state": []string{"IDLE"}},
-		"gpu-node2": {"name": "gpu-node2", "state": []string{"IDLE", "DRAIN"}, "reason": "bad fan", "reason_changed_at": map[string]any{"set": true, "number": 1700000000}},
-		"gpu-node3": {"name": "gpu-node3", "state": []string{"IDLE"}},
+		"gpu-node1": {"name": "gpu-node1", "state": []string{"IDLE"}, "gres": "gpu:h100:8(S:0-1)"},
+		"gpu-node2": {"name": "gpu-node2", "state": []string{"IDLE", "DRAIN"}, "reason": "bad fan", "reason_changed_at": map[string]any{"set": true, "number": 1700000000}, "gres": "gpu:8"},
+		"gpu-node3": {"name": "gpu-node3", "state": []string{"IDLE"}, "gres": "gpu:8"},
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()

@@ -124,7 +124,7 @@ func parseNodeLines(out string) []nodeInfo {
 			continue
 		}
 		kv := parseKeyValues(line)
-		n := nodeInfo{Name: kv["NodeName"], States: splitStates(kv["State"])}
+		n := nodeInfo{Name: kv["NodeName"], States: splitStates(kv["State"]), Gres: kv["Gres"]}
 		if m := reasonPattern.FindStringSubmatch(line); m != nil {
 			n.Reason = strings.TrimSpace(m[1])
 			// scontrol prints local time without a zone.

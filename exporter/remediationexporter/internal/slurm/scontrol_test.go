@@ -18,7 +18,7 @@ const (
 func TestParseNodeLines(t *testing.T) {
 	nodes := parseNodeLines(nodeLineIdle + "\n" + nodeLineDrained + "\n\n")
 	require.Len(t, nodes, 2)
-	assert.Equal(t, nodeInfo{Name: "gpu-node1", States: []string{"IDLE"}}, nodes[0])
+	assert.Equal(t, nodeInfo{Name: "gpu-node1", States: []string{"IDLE"}, Gres: "(null)"}, nodes[0])
 	assert.False(t, nodes[0].unavailable())
 
 	n := nodes[1]

@@ -191,6 +191,8 @@ func TestSlurmrestdReadsMatchScontrol(t *testing.T) {
 	assert.Equal(t, viaScontrol.Reason, viaRest.Reason)
 	assert.True(t, viaRest.unavailable())
 	assert.True(t, viaRest.ReasonTime.Equal(viaScontrol.ReasonTime), "%s vs %s", viaRest.ReasonTime, viaScontrol.ReasonTime)
+	assert.Equal(t, 8, gresGPUs(viaRest.Gres), viaRest.Gres)
+	assert.Equal(t, 8, gresGPUs(viaScontrol.Gres), viaScontrol.Gres)
 
 	_, err = rt.node(ctx, "gpu-node99")
 	assert.ErrorIs(t, err, errNodeNotFound)

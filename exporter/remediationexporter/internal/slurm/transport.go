@@ -31,6 +31,9 @@ type nodeInfo struct {
 	States     []string
 	Reason     string
 	ReasonTime time.Time // zero when unknown
+	// Gres is the node's configured GRES, e.g. "gpu:h100:8(S:0-1),nic:1";
+	// "" or "(null)" when none.
+	Gres string
 }
 
 // unavailable reports whether someone (us or another writer) took the node

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,12 +34,14 @@ var requiredBinaries = map[string]string{
 // configured in a temporary directory.
 type Cluster struct {
 	t     *testing.T
-	Dir   string            // state, spool, logs and slurm.conf
-	Conf  string            // the slurm.conf path
-	Nodes []string          // gpu-node1..n
-	Env   []string          // SLURM_CONF=...: what a client (scontrol, the exporter) needs
-	bins  map[string]string // program -> resolved path
-	procs []*proc
+	Dir   string   // state, spool, logs and slurm.conf
+	Conf  string   // the slurm.conf path
+	Nodes []string // gpu-node1..n, each with a gpu GRES (Gres=gpu:8)
+	// CPUNodes are cpu-node1..m, without GRES: a login or control node.
+	CPUNodes []string
+	Env      []string          // SLURM_CONF=...: what a client (scontrol, the exporter) needs
+	bins     map[string]string // program -> resolved path
+	procs    []*proc
 }
 
 type proc struct {
@@ -66,10 +69,21 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// Start brings up a cluster of n nodes gpu-node1..n and waits until
+// GPUsPerNode is the gpu GRES count of each GPU node.
+const GPUsPerNode = 8
+
+// Start brings up a cluster of n GPU nodes gpu-node1..n and waits until
 // sinfo shows every node idle.
 func Start(t *testing.T, n int) *Cluster {
 	t.Helper()
+	return StartWith(t, n, 0)
+}
+
+// StartWith brings up gpu GPU nodes gpu-node1..gpu and cpu nodes without
+// GRES cpu-node1..cpu, and waits until sinfo shows every node idle.
+func StartWith(t *testing.T, gpu, cpu int) *Cluster {
+	t.Helper()
+	n := gpu + cpu
 	bins := make(map[string]string)
 	for bin, pkg := range requiredBinaries {
 		path, err := exec.LookPath(bin)
@@ -120,15 +134,37 @@ ReturnToService=2
 SlurmdTimeout=300
 SchedulerType=sched/builtin
 SelectType=select/linear
+GresTypes=gpu
 `, ports[0], ports[1], dir, u.Username)
 	c := &Cluster{t: t, Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), bins: bins}
+	// There are no GPUs. slurmd drops a GPU without a device file, and
+	// wants a character device: links to /dev/null stand in for them.
+	devDir := filepath.Join(dir, "dev")
+	if err := os.Mkdir(devDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range GPUsPerNode {
+		if err := os.Symlink("/dev/null", filepath.Join(devDir, fmt.Sprintf("nvidia%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gresConf strings.Builder
 	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("gpu-node%d", i)
-		c.Nodes = append(c.Nodes, name)
-		fmt.Fprintf(&conf, "NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=1 State=UNKNOWN\n", name, ports[i+1])
+		name, gres := fmt.Sprintf("gpu-node%d", i), fmt.Sprintf(" Gres=gpu:%d", GPUsPerNode)
+		if i > gpu {
+			name, gres = fmt.Sprintf("cpu-node%d", i-gpu), ""
+			c.CPUNodes = append(c.CPUNodes, name)
+		} else {
+			c.Nodes = append(c.Nodes, name)
+			fmt.Fprintf(&gresConf, "NodeName=%s Name=gpu File=%s/nvidia[0-%d]\n", name, devDir, GPUsPerNode-1)
+		}
+		fmt.Fprintf(&conf, "NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=1 RealMemory=1%s State=UNKNOWN\n", name, ports[i+1], gres)
 		if err := os.MkdirAll(filepath.Join(dir, "spool", name), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gresConf.String()), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	conf.WriteString("PartitionName=gpu Nodes=ALL Default=YES State=UP\n")
 	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o755); err != nil {
@@ -141,7 +177,7 @@ SelectType=select/linear
 	t.Cleanup(c.stop)
 
 	c.startDaemon("slurmctld", "slurmctld", "-D", "-i", "-f", c.Conf)
-	for _, name := range c.Nodes {
+	for _, name := range append(slices.Clone(c.Nodes), c.CPUNodes...) {
 		c.startDaemon("slurmd-"+name, "slurmd", "-D", "-N", name, "-f", c.Conf)
 	}
 	c.WaitFor("every node idle", func() bool {
