@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/webhookverify"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
@@ -262,8 +264,10 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ts := req.Header.Get(webhook.HeaderTimestamp)
-	if webhook.Sign([]byte(testSecret), ts, body) != req.Header.Get(webhook.HeaderSignature) {
+	// The exporter stamps with the fake clock: check the signature at the
+	// request's own time (the window is webhookverify's to test).
+	ts, _ := strconv.ParseInt(req.Header.Get(webhook.HeaderTimestamp), 10, 64)
+	if _, err := webhookverify.Verify([]byte(testSecret), req.Header, body, time.Unix(ts, 0)); err != nil {
 		h.badSigs++
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -310,6 +314,7 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	cfg.DryRun = false
 	cfg.Webhook.Endpoint = srv.URL
 	cfg.Webhook.Secret = testSecret
+	cfg.Webhook.Insecure = true // httptest serves http://
 	h.auditLog = filepath.Join(t.TempDir(), "audit.jsonl")
 	cfg.AuditFile = h.auditLog
 	deps := dependencies{platform: h.platform, clock: h.clock, sleep: func(context.Context, time.Duration) error { return nil }}

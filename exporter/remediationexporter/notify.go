@@ -70,7 +70,8 @@ func (e *remediationExporter) notifyResolved(ctx context.Context, r fault.Record
 }
 
 // post signs and sends p, retried by the webhook client; delivery is its
-// idempotency key for the receiver.
+// idempotency key for the receiver, signed with the body (webhookverify),
+// so it must stay within webhookverify.ValidDeliveryID.
 func (e *remediationExporter) post(ctx context.Context, entry audit.Entry, p webhook.Payload, delivery string) error {
 	p.SentAt = e.clock.Now().UTC().Format(time.RFC3339Nano)
 	body, err := json.Marshal(p)

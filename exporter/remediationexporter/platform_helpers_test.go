@@ -22,13 +22,14 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/webhookverify"
 )
 
 // Helpers shared by the tests against real servers (envtest, slurm) and
 // the in-process collector test.
 
 // signedHook is a webhook receiver as a pager bridge would run it: it
-// verifies every request with webhook.Verify and fails the first attempt of
+// verifies every request with webhookverify.Verify and fails the first attempt of
 // each delivery, so every delivery the exporter makes needs its retry.
 type signedHook struct {
 	mu        sync.Mutex
@@ -53,8 +54,7 @@ func newSignedHook(t *testing.T) (*signedHook, string) {
 func (h *signedHook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	if err == nil {
-		err = webhook.Verify([]byte(testSecret), req.Header.Get(webhook.HeaderTimestamp), body,
-			req.Header.Get(webhook.HeaderSignature), time.Now(), webhook.MaxSkew)
+		_, err = webhookverify.Verify([]byte(testSecret), req.Header, body, time.Now())
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -108,6 +108,7 @@ func actingConfig(t *testing.T, hookURL string) *Config {
 	cfg.DryRun = false
 	cfg.Webhook.Endpoint = hookURL
 	cfg.Webhook.Secret = testSecret
+	cfg.Webhook.Insecure = true // httptest serves http://
 	cfg.Backoff = BackoffConfig{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}
 	cfg.AuditFile = filepath.Join(t.TempDir(), "audit.jsonl")
 	return cfg

@@ -2,24 +2,22 @@
 // endpoint (a paging bridge, chat, ticketing, an RMA workflow), signed with
 // HMAC-SHA256 and retried with exponential backoff.
 //
-// Signature: the request carries
+// Signature (webhookverify.Sign, the one definition): the request carries
 //
 //	X-Otelcol-Gpu-Timestamp: <Unix seconds when the attempt was sent>
-//	X-Otelcol-Gpu-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>
 //	X-Otelcol-Gpu-Delivery:  <fault.id>/<fault.state>/<request>: the same on every retry
+//	X-Otelcol-Gpu-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + delivery + "." + body)>
 //
-// The timestamp is part of the signed bytes, so a receiver that checks the
-// signature and rejects timestamps more than a few minutes from its clock
-// (Verify, MaxSkew) cannot be made to accept a replayed request; it
-// deduplicates retries by the delivery id.
+// Timestamp and delivery id are signed with the body, so a captured request
+// cannot be replayed under a new id, nor outside the receiver's window;
+// within it, webhookverify.Verifier refuses an id seen before. The
+// endpoint must be https:// unless insecure is set: the body names nodes
+// and jobs, and a signature does not hide them.
 package webhook // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -28,18 +26,16 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/configopaque"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/webhookverify"
 )
 
-// Header names.
+// Header names (webhookverify's).
 const (
-	HeaderSignature = "X-Otelcol-Gpu-Signature"
-	HeaderTimestamp = "X-Otelcol-Gpu-Timestamp"
-	HeaderDelivery  = "X-Otelcol-Gpu-Delivery"
+	HeaderSignature = webhookverify.HeaderSignature
+	HeaderTimestamp = webhookverify.HeaderTimestamp
+	HeaderDelivery  = webhookverify.HeaderDelivery
 )
-
-// MaxSkew is how far from its own clock a receiver should accept a
-// timestamp (Verify).
-const MaxSkew = 5 * time.Minute
 
 // Config is the webhook section of the exporter's configuration.
 type Config struct {
@@ -52,6 +48,9 @@ type Config struct {
 	// Retries after the first attempt on 5xx, 429, timeouts and connection
 	// errors. Default 3.
 	Retries int `mapstructure:"retries"`
+	// Insecure allows an http:// endpoint. Default false: https:// only,
+	// since the body names nodes, jobs and faults in clear text.
+	Insecure bool `mapstructure:"insecure"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -65,8 +64,11 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("webhook.secret is required with an endpoint"))
 		}
 		req, err := http.NewRequest(http.MethodPost, c.Endpoint, http.NoBody)
-		if err != nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
+		switch {
+		case err != nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "":
 			errs = append(errs, fmt.Errorf("webhook.endpoint %q is not an http(s) URL", c.Endpoint))
+		case req.URL.Scheme == "http" && !c.Insecure:
+			errs = append(errs, fmt.Errorf("webhook.endpoint %q is http://: use https://, or set webhook.insecure: true", c.Endpoint))
 		}
 	}
 	if c.Timeout <= 0 {
@@ -78,31 +80,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Sign returns the signature header value for body sent at timestamp.
-func Sign(secret []byte, timestamp string, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(timestamp))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify checks a request as a receiver should: the signature over
-// timestamp + "." + body, and the timestamp within maxSkew of now.
-func Verify(secret []byte, timestamp string, body []byte, signature string, now time.Time, maxSkew time.Duration) error {
-	if !hmac.Equal([]byte(Sign(secret, timestamp, body)), []byte(signature)) {
-		return errors.New("webhook: bad signature")
-	}
-	sec, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil {
-		return fmt.Errorf("webhook: bad timestamp %q", timestamp)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > maxSkew || d < -maxSkew {
-		return fmt.Errorf("webhook: timestamp %s outside ±%s", timestamp, maxSkew)
-	}
-	return nil
-}
-
 // Options are the client's knobs that are not configuration.
 type Options struct {
 	// InitialBackoff doubles after each failed attempt up to MaxBackoff.
@@ -112,6 +89,9 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now stamps attempts; nil is time.Now.
 	Now func() time.Time
+	// Transport sends the requests; nil is http.DefaultTransport (tests
+	// pass an httptest TLS server's, which trusts its certificate).
+	Transport http.RoundTripper
 }
 
 // Client posts to one endpoint. Safe for concurrent use.
@@ -135,22 +115,39 @@ func New(cfg Config, opts Options) *Client {
 	if opts.MaxBackoff < opts.InitialBackoff {
 		opts.MaxBackoff = opts.InitialBackoff
 	}
-	return &Client{cfg: cfg, opts: opts, http: &http.Client{Timeout: cfg.Timeout}}
+	return &Client{cfg: cfg, opts: opts, http: &http.Client{
+		Timeout:   cfg.Timeout,
+		Transport: opts.Transport,
+		// A redirect is answered, not followed: following could resend the
+		// signed body to another host, or downgrade https to http.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
 }
 
 // Close releases idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// permanentError is a response that a retry will not change (4xx but 429).
-type permanentError struct{ status int }
+// permanentError is a failure that a retry will not change: a 3xx or 4xx
+// answer but 429, or a request that cannot be built.
+type permanentError struct {
+	status int
+	err    error // set when no request was sent
+}
 
 func (e permanentError) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("webhook: %v (not retried)", e.err)
+	}
 	return fmt.Sprintf("webhook: endpoint answered %d (not retried)", e.status)
 }
 
 // Send posts body, retrying transient failures, and returns the number of
 // attempts made. A cancelled ctx stops the retries.
 func (c *Client) Send(ctx context.Context, body []byte, deliveryID string) (int, error) {
+	if !webhookverify.ValidDeliveryID(deliveryID) {
+		// Signed as is, an id with '.' could be re-cut into another id and body.
+		return 0, permanentError{err: fmt.Errorf("delivery id %q is not 1 to %d bytes of printable ASCII without '.'", deliveryID, webhookverify.MaxDeliveryIDLen)}
+	}
 	backoff := c.opts.InitialBackoff
 	var lastErr error
 	for attempt := 1; attempt <= c.cfg.Retries+1; attempt++ {
@@ -173,13 +170,13 @@ func (c *Client) Send(ctx context.Context, body []byte, deliveryID string) (int,
 func (c *Client) attempt(ctx context.Context, body []byte, deliveryID string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(body))
 	if err != nil {
-		return permanentError{}
+		return permanentError{err: err}
 	}
 	ts := strconv.FormatInt(c.opts.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderTimestamp, ts)
-	req.Header.Set(HeaderSignature, Sign([]byte(c.cfg.Secret), ts, body))
 	req.Header.Set(HeaderDelivery, deliveryID)
+	req.Header.Set(HeaderSignature, webhookverify.Sign([]byte(c.cfg.Secret), ts, deliveryID, body))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/goleak"
 
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/webhookverify"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 )
 
@@ -28,7 +30,8 @@ func TestMain(m *testing.M) {
 const secret = "s3cret"
 
 // receiver is a webhook endpoint that checks every request like a real
-// receiver would and fails the first failFirst attempts with 503.
+// receiver would (webhookverify.Verifier, replays refused) and fails the
+// first failFirst attempts with 503, forgetting those so the retry passes.
 type receiver struct {
 	mu        sync.Mutex
 	failFirst int
@@ -37,6 +40,11 @@ type receiver struct {
 	delivery  []string
 	verifyErr []error
 	now       time.Time
+	verifier  *webhookverify.Verifier
+}
+
+func newReceiver(failFirst int, now time.Time) *receiver {
+	return &receiver{failFirst: failFirst, now: now, verifier: webhookverify.NewVerifier([]byte(secret), 0, 0)}
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -44,7 +52,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.attempts++
-	err := Verify([]byte(secret), req.Header.Get(HeaderTimestamp), body, req.Header.Get(HeaderSignature), r.now, MaxSkew)
+	d, err := r.verifier.Verify(req.Header, body, r.now)
 	r.verifyErr = append(r.verifyErr, err)
 	r.delivery = append(r.delivery, req.Header.Get(HeaderDelivery))
 	if err != nil {
@@ -52,6 +60,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if r.attempts <= r.failFirst {
+		r.verifier.Forget(d.ID)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -71,20 +80,24 @@ func (s *recordedSleeps) sleep(_ context.Context, d time.Duration) error {
 	return nil
 }
 
-func newTestClient(t *testing.T, endpoint string, retries int, sleeps *recordedSleeps, now time.Time, key string) *Client {
-	c := New(Config{Endpoint: endpoint, Secret: configopaque.String(key), Timeout: 5 * time.Second, Retries: retries},
-		Options{InitialBackoff: time.Second, MaxBackoff: 3 * time.Second, Sleep: sleeps.sleep, Now: func() time.Time { return now }})
+// newTestClient posts to srv, a TLS server: the endpoint is https:// as
+// Validate requires without insecure.
+func newTestClient(t *testing.T, srv *httptest.Server, retries int, sleeps *recordedSleeps, now time.Time, key string) *Client {
+	cfg := Config{Endpoint: srv.URL, Secret: configopaque.String(key), Timeout: 5 * time.Second, Retries: retries}
+	require.NoError(t, cfg.Validate())
+	c := New(cfg, Options{InitialBackoff: time.Second, MaxBackoff: 3 * time.Second, Sleep: sleeps.sleep,
+		Now: func() time.Time { return now }, Transport: srv.Client().Transport})
 	t.Cleanup(c.Close)
 	return c
 }
 
 func TestSendRetriesFailuresAndSigns(t *testing.T) {
 	now := time.Unix(1741944435, 0)
-	rcv := &receiver{failFirst: 3, now: now}
-	srv := httptest.NewServer(rcv)
+	rcv := newReceiver(3, now)
+	srv := httptest.NewTLSServer(rcv)
 	defer srv.Close()
 	sleeps := &recordedSleeps{}
-	c := newTestClient(t, srv.URL, 3, sleeps, now, secret)
+	c := newTestClient(t, srv, 3, sleeps, now, secret)
 
 	body := []byte(`{"route":"page"}`)
 	attempts, err := c.Send(context.Background(), body, "a07573c9c14f1fae/open/notify")
@@ -103,10 +116,10 @@ func TestSendRetriesFailuresAndSigns(t *testing.T) {
 
 func TestSendGivesUpAfterRetries(t *testing.T) {
 	now := time.Unix(1741944435, 0)
-	rcv := &receiver{failFirst: 100, now: now}
-	srv := httptest.NewServer(rcv)
+	rcv := newReceiver(100, now)
+	srv := httptest.NewTLSServer(rcv)
 	defer srv.Close()
-	c := newTestClient(t, srv.URL, 2, &recordedSleeps{}, now, secret)
+	c := newTestClient(t, srv, 2, &recordedSleeps{}, now, secret)
 	attempts, err := c.Send(context.Background(), []byte(`{}`), "x")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "503")
@@ -115,36 +128,95 @@ func TestSendGivesUpAfterRetries(t *testing.T) {
 
 func TestWrongSecretIsRejectedAndNotRetried(t *testing.T) {
 	now := time.Unix(1741944435, 0)
-	rcv := &receiver{now: now}
-	srv := httptest.NewServer(rcv)
+	rcv := newReceiver(0, now)
+	srv := httptest.NewTLSServer(rcv)
 	defer srv.Close()
-	c := newTestClient(t, srv.URL, 3, &recordedSleeps{}, now, "wrong")
+	c := newTestClient(t, srv, 3, &recordedSleeps{}, now, "wrong")
 	attempts, err := c.Send(context.Background(), []byte(`{}`), "x")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "401")
 	assert.Equal(t, 1, attempts, "4xx is permanent")
 }
 
-func TestVerifyRejectsReplayAndTampering(t *testing.T) {
-	body := []byte(`{"a":1}`)
-	ts := "1741944435"
-	sig := Sign([]byte(secret), ts, body)
-	at := time.Unix(1741944435, 0)
-	require.NoError(t, Verify([]byte(secret), ts, body, sig, at, MaxSkew))
-	assert.Error(t, Verify([]byte(secret), ts, body, sig, at.Add(MaxSkew+time.Second), MaxSkew), "replayed later")
-	assert.Error(t, Verify([]byte(secret), "1741944436", body, sig, at, MaxSkew), "timestamp is signed")
-	assert.Error(t, Verify([]byte(secret), ts, []byte(`{"a":2}`), sig, at, MaxSkew), "body is signed")
-	assert.Error(t, Verify([]byte(secret), "soon", body, Sign([]byte(secret), "soon", body), at, MaxSkew))
+// The client signs what webhookverify checks: timestamp, delivery id and
+// body (the signed string's own tests are webhookverify's).
+func TestSendSignsTimestampDeliveryAndBody(t *testing.T) {
+	now := time.Unix(1741944435, 0)
+	var got http.Header
+	var body []byte
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		got, body = req.Header.Clone(), mustRead(t, req)
+	}))
+	defer srv.Close()
+	c := newTestClient(t, srv, 0, &recordedSleeps{}, now, secret)
+	_, err := c.Send(context.Background(), []byte(`{"a":1}`), "a07573c9c14f1fae/open/notify")
+	require.NoError(t, err)
+	assert.Equal(t, "1741944435", got.Get(HeaderTimestamp))
+	assert.Equal(t, webhookverify.Sign([]byte(secret), "1741944435", "a07573c9c14f1fae/open/notify", []byte(`{"a":1}`)), got.Get(HeaderSignature))
+	d, err := webhookverify.Verify([]byte(secret), got, body, now)
+	require.NoError(t, err)
+	assert.Equal(t, "a07573c9c14f1fae/open/notify", d.ID)
+}
+
+func mustRead(t *testing.T, req *http.Request) []byte {
+	b, err := io.ReadAll(req.Body)
+	assert.NoError(t, err)
+	return b
+}
+
+// A delivery id that could be re-cut into another id and body with the
+// same signature is not sent.
+func TestSendRefusesAnUnsignableDeliveryID(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("nothing is posted") }))
+	defer srv.Close()
+	c := newTestClient(t, srv, 3, &recordedSleeps{}, time.Unix(1741944435, 0), secret)
+	for _, id := range []string{"", "a.b/open/notify", "a b", strings.Repeat("x", webhookverify.MaxDeliveryIDLen+1)} {
+		attempts, err := c.Send(context.Background(), []byte(`{}`), id)
+		require.Error(t, err, "%q", id)
+		assert.Contains(t, err.Error(), "not retried")
+		assert.Zero(t, attempts)
+	}
+}
+
+// A redirect is not followed: it could send the signed body elsewhere, or
+// over http.
+func TestSendDoesNotFollowRedirects(t *testing.T) {
+	var elsewhere int
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere++ }))
+	defer other.Close()
+	srv := httptest.NewTLSServer(http.RedirectHandler(other.URL, http.StatusPermanentRedirect))
+	defer srv.Close()
+	c := newTestClient(t, srv, 3, &recordedSleeps{}, time.Unix(1741944435, 0), secret)
+	attempts, err := c.Send(context.Background(), []byte(`{}`), "x")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "308")
+	assert.Equal(t, 1, attempts, "3xx is permanent")
+	assert.Zero(t, elsewhere)
+}
+
+// insecure: true is the way to post over http (a sidecar on localhost).
+func TestSendOverHTTPWithInsecure(t *testing.T) {
+	now := time.Unix(1741944435, 0)
+	rcv := newReceiver(0, now)
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	cfg := Config{Endpoint: srv.URL, Secret: secret, Timeout: time.Second, Insecure: true}
+	require.NoError(t, cfg.Validate())
+	c := New(cfg, Options{Now: func() time.Time { return now }})
+	defer c.Close()
+	_, err := c.Send(context.Background(), []byte(`{}`), "x")
+	require.NoError(t, err)
 }
 
 func TestSendHonoursContext(t *testing.T) {
 	now := time.Unix(1741944435, 0)
-	rcv := &receiver{failFirst: 100, now: now}
-	srv := httptest.NewServer(rcv)
+	rcv := newReceiver(100, now)
+	srv := httptest.NewTLSServer(rcv)
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := New(Config{Endpoint: srv.URL, Secret: secret, Timeout: time.Second, Retries: 5},
-		Options{Now: func() time.Time { return now }, Sleep: func(context.Context, time.Duration) error { cancel(); return context.Canceled }})
+		Options{Now: func() time.Time { return now }, Transport: srv.Client().Transport,
+			Sleep: func(context.Context, time.Duration) error { cancel(); return context.Canceled }})
 	defer c.Close()
 	attempts, err := c.Send(ctx, []byte(`{}`), "x")
 	require.Error(t, err)
@@ -160,6 +232,15 @@ func TestConfigValidate(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.Error(t, Config{Endpoint: "http://", Secret: "x", Timeout: time.Second}.Validate())
+}
+
+func TestConfigValidateWantsHTTPSUnlessInsecure(t *testing.T) {
+	err := Config{Endpoint: "http://pager.example/faults", Secret: "x", Timeout: time.Second}.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "webhook.endpoint")
+	assert.Contains(t, err.Error(), "webhook.insecure")
+	assert.NoError(t, Config{Endpoint: "http://127.0.0.1:8080/faults", Secret: "x", Timeout: time.Second, Insecure: true}.Validate())
+	assert.NoError(t, Config{Endpoint: "HTTPS://pager.example/faults", Secret: "x", Timeout: time.Second}.Validate(), "the scheme is case-insensitive")
 }
 
 func TestPayloadJSONKeepsNaNEvidence(t *testing.T) {
