@@ -2,7 +2,6 @@ package slurm // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,16 +12,12 @@ import (
 // Check implements actuator.Platform: it reads the node, the reservations
 // and every node (for the counts), and changes nothing.
 func (p *Platform) Check(ctx context.Context, req actuator.Request) (actuator.Eligibility, error) {
-	name := p.NodeName(req.Node)
-	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
-		return actuator.Eligibility{Skip: actuator.SkipNotFound, Detail: fmt.Sprintf("not a Slurm node name: %q", req.Node)}, nil
-	}
-	node, err := p.transport.node(ctx, name)
-	if errors.Is(err, errNodeNotFound) {
-		return actuator.Eligibility{Skip: actuator.SkipNotFound, Detail: "no Slurm node " + name}, nil
-	}
+	_, node, missing, err := p.lookupNode(ctx, req.Node)
 	if err != nil {
 		return actuator.Eligibility{}, err
+	}
+	if missing != "" {
+		return actuator.Eligibility{Skip: actuator.SkipNotFound, Detail: missing}, nil
 	}
 	res, leave, err := p.leaveAlone(ctx, node)
 	if err != nil {

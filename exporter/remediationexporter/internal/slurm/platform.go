@@ -116,16 +116,12 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 	if !wantsDrain(req.Actions) {
 		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: fmt.Sprintf("no Slurm action in %v", req.Actions)}, nil
 	}
-	name := p.NodeName(req.Node)
-	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
-		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: fmt.Sprintf("not a Slurm node name: %q", req.Node)}, nil
-	}
-	node, err := p.transport.node(ctx, name)
-	if errors.Is(err, errNodeNotFound) {
-		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "no Slurm node " + name}, nil
-	}
+	name, node, missing, err := p.lookupNode(ctx, req.Node)
 	if err != nil {
 		return actuator.Result{}, err
+	}
+	if missing != "" {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: missing}, nil
 	}
 	if res, leave, err := p.leaveAlone(ctx, node); err != nil || leave {
 		return res, err
@@ -141,22 +137,33 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 	return actuator.Result{Outcome: actuator.Applied, Detail: fmt.Sprintf("%s State=DRAIN Reason=%q", name, reason)}, nil
 }
 
+// lookupNode reads the Slurm node of a request's node name. missing says
+// why there is none (not a Slurm node name, no such node); err is a failure
+// to ask.
+func (p *Platform) lookupNode(ctx context.Context, reqNode string) (name string, node nodeInfo, missing string, err error) {
+	name = p.NodeName(reqNode)
+	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
+		return name, node, fmt.Sprintf("not a Slurm node name: %q", reqNode), nil
+	}
+	node, err = p.transport.node(ctx, name)
+	if errors.Is(err, errNodeNotFound) {
+		return name, node, "no Slurm node " + name, nil
+	}
+	return name, node, "", err
+}
+
 // Release resumes req.Node only when it is drained with our prefix and,
 // when fault ids are given (req.ReleaseIDs), for one of them: a drain of
 // ours for another fault on the same node stays. The reason names only the
 // fault that drained the node, so the exporter passes every fault it holds
 // the node for; any one of them in the reason means the drain is theirs.
 func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.Result, error) {
-	name := p.NodeName(req.Node)
-	if name == "" || strings.ContainsAny(name, " \t\n=\"") {
-		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: fmt.Sprintf("not a Slurm node name: %q", req.Node)}, nil
-	}
-	node, err := p.transport.node(ctx, name)
-	if errors.Is(err, errNodeNotFound) {
-		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "no Slurm node " + name}, nil
-	}
+	name, node, missing, err := p.lookupNode(ctx, req.Node)
 	if err != nil {
 		return actuator.Result{}, err
+	}
+	if missing != "" {
+		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: missing}, nil
 	}
 	if !node.unavailable() {
 		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: fmt.Sprintf("%s is not drained (%s)", name, strings.Join(node.States, "+"))}, nil
