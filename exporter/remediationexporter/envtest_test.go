@@ -225,7 +225,7 @@ func testDBEAndDuplicates(t *testing.T, cp *controlPlane) {
 
 	d := hook.deliveries()
 	require.Len(t, d, 1, "one P1 page")
-	assert.Equal(t, dbe.ID+"/open/notify", d[0].id)
+	assert.Equal(t, dbe.ID+"/open/notify/P1", d[0].id)
 	assert.Equal(t, 2, d[0].attempts, "the first attempt failed, the retry delivered")
 	assert.Equal(t, "page", d[0].payload.Route)
 	assert.Equal(t, "P1", d[0].payload.Fault.Severity)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/webhookverify"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
@@ -106,6 +107,30 @@ func TestEscalationActsOnlyForTheNewActions(t *testing.T) {
 	require.Len(t, p, 2, "chat, then a page for the escalation")
 	assert.Equal(t, "chat", p[0].Route)
 	assert.Equal(t, "page", p[1].Route)
+}
+
+// Each escalation is a delivery of its own: a receiver deduplicating on the
+// delivery id (webhookverify.Verifier refuses a repeated id as a replay)
+// must not drop a page because a chat about the same fault came before it.
+func TestEscalationsHaveTheirOwnDeliveryIDs(t *testing.T) {
+	h := newHarness(t)
+	r := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP3, "xl015", fault.StateOpen)
+	require.NoError(t, h.consume(r))
+	for _, sev := range []fault.Severity{fault.SeverityP2, fault.SeverityP1} {
+		up := withState(r, fault.StateUpdate)
+		up.Severity = sev
+		require.NoError(t, h.consume(up))
+	}
+	h.hook.mu.Lock()
+	ids := append([]string(nil), h.hook.deliveries...)
+	h.hook.mu.Unlock()
+	require.GreaterOrEqual(t, len(ids), 2, "the escalations were posted")
+	seen := map[string]bool{}
+	for _, id := range ids {
+		assert.False(t, seen[id], "delivery id %s posted twice: a receiver would drop the escalation", id)
+		seen[id] = true
+		assert.True(t, webhookverify.ValidDeliveryID(id), id)
+	}
 }
 
 func TestOnlyCorrelatorRecordsAreActedOn(t *testing.T) {

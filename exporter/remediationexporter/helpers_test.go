@@ -254,10 +254,11 @@ func (c *fakeClock) AdvanceLate(d time.Duration) []func() {
 
 // hook is a webhook receiver that checks every signature.
 type hook struct {
-	mu       sync.Mutex
-	payloads []webhook.Payload
-	badSigs  int
-	fail     int
+	mu         sync.Mutex
+	payloads   []webhook.Payload
+	deliveries []string // the delivery id of each payload
+	badSigs    int
+	fail       int
 }
 
 func (h *hook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -283,6 +284,7 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	h.payloads = append(h.payloads, p)
+	h.deliveries = append(h.deliveries, req.Header.Get(webhook.HeaderDelivery))
 }
 
 func (h *hook) got() []webhook.Payload {

@@ -42,7 +42,12 @@ func (e *remediationExporter) notify(ctx context.Context, r fault.Record, d poli
 		e.record(withDecision(entry, audit.DecisionSkipped, "webhook not configured"))
 		return nil
 	}
-	if err := e.post(ctx, entry, p, r.ID+"/"+string(r.State)+"/"+string(d.Request)); err != nil {
+	// The severity is part of the id: an escalation (one more webhook when
+	// the severity rises) is a delivery of its own, which a receiver that
+	// deduplicates on the id must not drop; a repost of the same record
+	// (a retry, a replay after failover) keeps its id.
+	delivery := r.ID + "/" + string(r.State) + "/" + string(d.Request) + "/" + string(r.Severity)
+	if err := e.post(ctx, entry, p, delivery); err != nil {
 		return err
 	}
 	e.state.WebhookSent(r.ID, r.Severity)
