@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -97,9 +98,16 @@ func (cp *controlPlane) createGPUNodes(t *testing.T, pool string, names ...strin
 		// taint assertions are exact.
 		if len(created.Spec.Taints) > 0 {
 			created.Spec.Taints = nil
-			created, err = cp.client.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{})
+			_, err = cp.client.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{})
 			require.NoError(t, err)
 		}
+		// A kubelet's registration leaves managedFields on a real node; this
+		// API server starts tracking a node's managers only at its first
+		// apply, and Release reads who set the cordon from them.
+		created, err = cp.client.CoreV1().Nodes().Patch(ctx, name, types.ApplyPatchType,
+			[]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"`+name+`"}}`),
+			metav1.PatchOptions{FieldManager: "kubelet"})
+		require.NoError(t, err)
 		created.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 		created.Status.Allocatable = created.Status.Capacity
 		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}

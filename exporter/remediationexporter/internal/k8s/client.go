@@ -32,6 +32,6 @@ func NewClientset(cfg Config) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	rc.QPS, rc.Burst = clientQPS, clientBurst
-	rc.UserAgent = "otelcol-gpu-remediation"
+	rc.UserAgent = FieldManager
 	return kubernetes.NewForConfig(rc)
 }

@@ -107,7 +107,7 @@ func (p *Platform) taintDevice(ctx context.Context, req actuator.Request) (done,
 			},
 		},
 	}
-	_, err = p.client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
+	_, err = p.client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
 		return fmt.Sprintf("device taint rule %s on %s (gpu %s)", rule.Name, dev, req.GPUUUID), "", nil
@@ -134,7 +134,9 @@ func (p *Platform) untaintDevices(ctx context.Context, node string) (int, error)
 	}
 	var removed int
 	for _, r := range rules.Items {
-		if r.Annotations[AnnotationNode] != node || !strings.HasPrefix(r.Name, deviceTaintRulePrefix) {
+		// Ours as we wrote it: our name, node and taint key. A rule someone
+		// turned to another taint is theirs now.
+		if r.Annotations[AnnotationNode] != node || !strings.HasPrefix(r.Name, deviceTaintRulePrefix) || r.Spec.Taint.Key != p.cfg.TaintKey {
 			continue
 		}
 		err := p.client.ResourceV1().DeviceTaintRules().Delete(ctx, r.Name, metav1.DeleteOptions{

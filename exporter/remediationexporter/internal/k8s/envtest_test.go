@@ -30,6 +30,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -123,9 +124,16 @@ func createGPUNode(t *testing.T, client kubernetes.Interface, name string, mutat
 	// the assertions exact.
 	if kept, removed := removeTaintKey(created.Spec.Taints, "node.kubernetes.io/not-ready"); removed {
 		created.Spec.Taints = kept
-		created, err = client.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{})
+		_, err = client.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
+	// A kubelet's registration leaves managedFields on a real node; this
+	// API server starts tracking a node's managers only at its first apply,
+	// and Release reads who set the cordon from them (ownership.go).
+	created, err = client.CoreV1().Nodes().Patch(ctx, name, types.ApplyPatchType,
+		[]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"`+name+`","annotations":{"volumes.kubernetes.io/controller-managed-attach-detach":"true"}}}`),
+		metav1.PatchOptions{FieldManager: "kubelet"})
+	require.NoError(t, err)
 	created.Status.Capacity = corev1.ResourceList{resourceGPU: resource.MustParse("8")}
 	created.Status.Allocatable = created.Status.Capacity
 	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
@@ -184,6 +192,7 @@ func TestEnvtest(t *testing.T) {
 	t.Run("CheckBeforeTheBreaker", func(t *testing.T) { testCheck(t, client) })
 	t.Run("NoGPUNeverQuarantined", func(t *testing.T) { testNoGPU(t, client) })
 	t.Run("BreakerRefund", func(t *testing.T) { testBreakerRefund(t, client) })
+	t.Run("ReleaseOnlyWhatIsStillOurs", func(t *testing.T) { testReleaseOnlyWhatIsStillOurs(t, client) })
 }
 
 func testDBE(t *testing.T, client kubernetes.Interface) {

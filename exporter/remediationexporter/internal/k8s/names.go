@@ -17,8 +17,17 @@ const (
 	// comma-separated: the node is released when the last one resolves.
 	AnnotationFaultID = "otelcol-gpu.io/fault-id"
 	// AnnotationCordonedBy=otelcol-gpu is set only when this exporter set
-	// spec.unschedulable, so it uncordons only what it cordoned.
+	// spec.unschedulable, so it uncordons only what it cordoned (and only
+	// while field management says the cordon is still ours: ownership.go).
 	AnnotationCordonedBy = "otelcol-gpu.io/cordoned-by"
+	// AnnotationTaint is the taint this exporter added, as key=value:effect:
+	// Release removes that taint and no other.
+	AnnotationTaint = "otelcol-gpu.io/taint"
+	// FieldManager names this exporter's writes in the nodes' managedFields,
+	// which tell a cordon or condition of ours from a later one by someone
+	// else. It is the client's user agent, so cordons written before it
+	// was set explicitly are recognised too.
+	FieldManager = "otelcol-gpu-remediation"
 	// Owner is this exporter's name in AnnotationCordonedBy.
 	Owner = "otelcol-gpu"
 	// ReasonRecovered is the condition reason written on release.
@@ -35,12 +44,6 @@ func mergeTaint(taints []corev1.Taint, ours corev1.Taint) ([]corev1.Taint, bool)
 		}
 	}
 	return append(slices.Clone(taints), ours), true
-}
-
-// removeTaintKey returns taints without those with key, of any effect.
-func removeTaintKey(taints []corev1.Taint, key string) ([]corev1.Taint, bool) {
-	kept := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == key })
-	return kept, len(kept) != len(taints)
 }
 
 // conditionReason turns a fault type into a CamelCase condition reason:

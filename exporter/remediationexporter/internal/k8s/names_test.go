@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -175,6 +176,8 @@ func TestPlanQuarantine(t *testing.T) {
 	assert.Equal(t, Owner, node.Annotations[AnnotationCordonedBy])
 	assert.Equal(t, "true", node.Labels[LabelQuarantined])
 	assert.Equal(t, "f1", node.Annotations[AnnotationFaultID])
+	// The API server records that our update set spec.unschedulable.
+	node.ManagedFields = []metav1.ManagedFieldsEntry{managedFields(FieldManager, "", `{"f:spec":{"f:unschedulable":{}}}`)}
 
 	// The same fault again: nothing to do.
 	res, _, changed = p.planQuarantine(node, req, all)
@@ -206,4 +209,10 @@ func TestWantedActions(t *testing.T) {
 	assert.Equal(t, wanted{cordon: true}, wantedActions([]actuator.Action{actuator.ActionDrain}))
 	assert.Equal(t, wanted{taint: true, condition: true, evict: true},
 		wantedActions([]actuator.Action{actuator.ActionTaint, actuator.ActionCondition, actuator.ActionEvict, "unknown"}))
+}
+
+// removeTaintKey, for the tests, returns taints without those with key, of any effect.
+func removeTaintKey(taints []corev1.Taint, key string) ([]corev1.Taint, bool) {
+	kept := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == key })
+	return kept, len(kept) != len(taints)
 }

@@ -21,6 +21,11 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 )
 
+// updateOptions names our field manager on every node write: the
+// managedFields it leaves are how Release tells our cordon and condition
+// from a later one of someone else's (ownership.go).
+var updateOptions = metav1.UpdateOptions{FieldManager: FieldManager}
+
 // conflictBackoff paces the read-modify-write retries on a node or the
 // breaker's ConfigMap. The jitter spreads replicas and concurrent writers
 // apart so they do not collide again on the next attempt.
@@ -133,7 +138,7 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 		// Update carries the resourceVersion just read: if anyone wrote
 		// the node since, the API server answers Conflict and we start over
 		// from their version, so their taints and labels survive.
-		node, err = p.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		node, err = p.client.CoreV1().Nodes().Update(ctx, node, updateOptions)
 		return err
 	})
 	if err != nil {
@@ -152,7 +157,7 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 			Reason:  conditionReason(req.FaultType),
 			Message: req.Reason,
 		}
-		changed, err := p.writeCondition(ctx, node, cond)
+		changed, err := p.writeCondition(ctx, node, cond, nil)
 		if err != nil {
 			return p.apiResult(req.Node, "condition", err)
 		}
@@ -193,6 +198,9 @@ func (p *Platform) planQuarantine(node *corev1.Node, req actuator.Request, want 
 		return res, nil, false
 	}
 
+	// A cordon of ours a human lifted is forgotten (eligible left only an
+	// uncordoned node here); asked for again, it is a new cordon of ours.
+	forgot := forgetCordon(node)
 	var done []string
 	if want.cordon && !node.Spec.Unschedulable {
 		node.Spec.Unschedulable = true
@@ -203,11 +211,13 @@ func (p *Platform) planQuarantine(node *corev1.Node, req actuator.Request, want 
 		taint := corev1.Taint{Key: p.cfg.TaintKey, Value: labelValue(req.FaultType), Effect: corev1.TaintEffect(p.cfg.TaintEffect)}
 		if taints, added := mergeTaint(node.Spec.Taints, taint); added {
 			node.Spec.Taints = taints
+			// Recorded exactly, so Release removes this taint and no other.
+			setAnnotation(node, AnnotationTaint, taint.ToString())
 			done = append(done, "tainted "+taint.ToString())
 		}
 	}
 
-	changed := len(done) > 0
+	changed := len(done) > 0 || forgot
 	if node.Labels[LabelQuarantined] != "true" {
 		if node.Labels == nil {
 			node.Labels = map[string]string{}
@@ -230,8 +240,10 @@ func (p *Platform) planQuarantine(node *corev1.Node, req actuator.Request, want 
 }
 
 // Release implements actuator.Platform. It undoes only what carries this
-// exporter's marks, and only when the last fault holding the node resolves.
-// A request without a fault id (a human's release) lets go of every fault.
+// exporter's marks and is still as it wrote it (ownership.go: a cordon a
+// human lifted and set again stays), and only when the last fault holding
+// the node resolves. A request without a fault id (a human's release) lets
+// go of every fault.
 func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.Result, error) {
 	if req.Node == "" {
 		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: "request names no node"}, nil
@@ -262,7 +274,7 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 			if len(ids) > 0 {
 				setAnnotation(node, AnnotationFaultID, strings.Join(ids, ","))
 				result = actuator.Result{Outcome: actuator.AlreadyDone, Detail: "quarantine kept for fault(s) " + strings.Join(ids, ",")}
-				node, err = p.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+				node, err = p.client.CoreV1().Nodes().Update(ctx, node, updateOptions)
 				return err
 			}
 		}
@@ -273,22 +285,26 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 		} else if n > 0 {
 			done = append(done, fmt.Sprintf("removed %d device taint rule(s)", n))
 		}
-		if node.Annotations[AnnotationCordonedBy] == Owner {
-			if node.Spec.Unschedulable {
-				node.Spec.Unschedulable = false
-				done = append(done, "uncordoned")
-			}
+		// Only what is still as we wrote it is undone (ownership.go): a
+		// cordon a human lifted and set again is theirs and stays.
+		if forgetCordon(node) && node.Spec.Unschedulable {
+			done = append(done, "cordon kept: set again by someone else after ours")
+		}
+		if cordonOurs(node) {
+			node.Spec.Unschedulable = false
 			delete(node.Annotations, AnnotationCordonedBy)
+			done = append(done, "uncordoned")
 		}
-		if taints, removed := removeTaintKey(node.Spec.Taints, p.cfg.TaintKey); removed {
+		if taints, removed := removeOurTaint(node); removed {
 			node.Spec.Taints = taints
-			done = append(done, "removed taint "+p.cfg.TaintKey)
+			done = append(done, "removed taint "+node.Annotations[AnnotationTaint])
 		}
+		delete(node.Annotations, AnnotationTaint)
 		delete(node.Labels, LabelQuarantined)
 		delete(node.Annotations, AnnotationFaultID)
 		result = actuator.Result{Outcome: actuator.Applied, Detail: strings.Join(append(done, "released"), ", ")}
 		released = true
-		node, err = p.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		node, err = p.client.CoreV1().Nodes().Update(ctx, node, updateOptions)
 		return err
 	})
 	if err != nil {
@@ -297,20 +313,22 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 	if !released {
 		return result, nil
 	}
-	// Reset the condition only where it is there to reset.
-	for _, c := range node.Status.Conditions {
-		if string(c.Type) == p.cfg.ConditionType && c.Status != corev1.ConditionTrue {
-			cond := corev1.NodeCondition{
-				Type:    c.Type,
-				Status:  corev1.ConditionTrue,
-				Reason:  ReasonRecovered,
-				Message: strings.TrimSpace(Owner + ": released " + req.Reason),
-			}
-			if _, err := p.writeCondition(ctx, node, cond); err != nil {
-				return p.apiResult(req.Node, "condition", err)
-			}
+	// Reset the condition only where it is ours to reset: False as we set
+	// it. One another writer set since (True or False) stays theirs.
+	if conditionOurs(node, p.cfg.ConditionType) {
+		cond := corev1.NodeCondition{
+			Type:    corev1.NodeConditionType(p.cfg.ConditionType),
+			Status:  corev1.ConditionTrue,
+			Reason:  ReasonRecovered,
+			Message: strings.TrimSpace(Owner + ": released " + req.Reason),
+		}
+		// Checked again on every version written: a writer that took the
+		// condition over meanwhile keeps it.
+		ours := func(n *corev1.Node) bool { return conditionOurs(n, p.cfg.ConditionType) }
+		if changed, err := p.writeCondition(ctx, node, cond, ours); err != nil {
+			return p.apiResult(req.Node, "condition", err)
+		} else if changed {
 			result.Detail += ", condition " + p.cfg.ConditionType + "=True"
-			break
 		}
 	}
 	p.recordEvent(ctx, node, corev1.EventTypeNormal, EventReasonReleased, "Release", eventNote("released", req, result.Detail))
@@ -318,8 +336,9 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 }
 
 // writeCondition sets cond on nodes/status, starting from node and
-// re-reading it on conflict. It reports whether it wrote.
-func (p *Platform) writeCondition(ctx context.Context, node *corev1.Node, cond corev1.NodeCondition) (bool, error) {
+// re-reading it on conflict; with still, only on a version it accepts. It
+// reports whether it wrote.
+func (p *Platform) writeCondition(ctx context.Context, node *corev1.Node, cond corev1.NodeCondition, still func(*corev1.Node) bool) (bool, error) {
 	var changed bool
 	first := true
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
@@ -331,13 +350,17 @@ func (p *Platform) writeCondition(ctx context.Context, node *corev1.Node, cond c
 			node = current
 		}
 		first = false
+		if still != nil && !still(node) {
+			changed = false
+			return nil
+		}
 		node = node.DeepCopy()
 		now := metav1.NewTime(p.now())
 		cond.LastHeartbeatTime, cond.LastTransitionTime = now, now
 		if changed = setCondition(&node.Status, cond); !changed {
 			return nil
 		}
-		_, err := p.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		_, err := p.client.CoreV1().Nodes().UpdateStatus(ctx, node, updateOptions)
 		return err
 	})
 	return changed, err
@@ -436,7 +459,9 @@ func (p *Platform) excluded(node *corev1.Node) (actuator.Result, bool) {
 	if _, ok := node.Labels[p.cfg.MaintenanceLabel]; ok && p.cfg.MaintenanceLabel != "" {
 		return actuator.Result{Outcome: actuator.SkipExcluded, Detail: "node has maintenance label " + p.cfg.MaintenanceLabel}, true
 	}
-	if node.Spec.Unschedulable && node.Annotations[AnnotationCordonedBy] != Owner {
+	// A cordon that is not ours, whatever our annotation says: a human
+	// lifted ours and cordoned again (ownership.go).
+	if node.Spec.Unschedulable && !cordonOurs(node) {
 		return actuator.Result{Outcome: actuator.SkipForeign, Detail: "node was cordoned by someone else"}, true
 	}
 	return actuator.Result{}, false

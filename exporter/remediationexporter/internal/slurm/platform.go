@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.uber.org/zap"
@@ -24,6 +25,9 @@ type Platform struct {
 	strip     string
 	breaker   *Breaker
 	closeFn   func()
+	// drains are the drains this process wrote: Release resumes only those
+	// (drains.go).
+	drains drainMarks
 }
 
 var _ actuator.Platform = (*Platform)(nil)
@@ -124,6 +128,9 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: missing}, nil
 	}
 	if res, leave, err := p.leaveAlone(ctx, node); err != nil || leave {
+		if err == nil && res.Outcome == actuator.AlreadyDone {
+			p.adopt(name, node, req)
+		}
 		return res, err
 	}
 	reason := p.reason(req)
@@ -133,6 +140,7 @@ func (p *Platform) Quarantine(ctx context.Context, req actuator.Request) (actuat
 		}
 		return actuator.Result{}, err
 	}
+	p.drains.record(name, p.readBack(ctx, name, reason))
 	p.logger.Debug("drained Slurm node", zap.String("node", name), zap.String("reason", reason))
 	return actuator.Result{Outcome: actuator.Applied, Detail: fmt.Sprintf("%s State=DRAIN Reason=%q", name, reason)}, nil
 }
@@ -166,18 +174,57 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 		return actuator.Result{Outcome: actuator.SkipNotFound, Detail: missing}, nil
 	}
 	if !node.unavailable() {
+		p.drains.forget(name) // resumed by someone: a later drain is theirs
 		return actuator.Result{Outcome: actuator.AlreadyDone, Detail: fmt.Sprintf("%s is not drained (%s)", name, strings.Join(node.States, "+"))}, nil
 	}
 	if !p.ours(node.Reason) {
+		p.drains.forget(name)
 		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by someone else: %q", name, node.Reason)}, nil
 	}
 	if ids := req.ReleaseIDs(); len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(node.Reason, id) }) {
 		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by this exporter for another fault: %q", name, node.Reason)}, nil
 	}
+	// Our prefix is not enough: the drain must still be the one we wrote
+	// (drains.go). A later drain, even with our words, stays.
+	mark, held := p.drains.get(name)
+	if !held {
+		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s: no drain of ours recorded by this exporter: %q stays for a human", name, node.Reason)}, nil
+	}
+	if !mark.still(node) {
+		p.drains.forget(name)
+		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained again after ours (%s): now %q at %s, left alone",
+			name, mark, node.Reason, node.ReasonTime.Format(time.DateTime))}, nil
+	}
 	if err := p.transport.resume(ctx, name); err != nil {
 		return actuator.Result{}, err
 	}
+	p.drains.forget(name)
 	return actuator.Result{Outcome: actuator.Applied, Detail: name + " State=RESUME"}, nil
+}
+
+// readBack reads the drain just written: the reason and slurmctld's time
+// on it are the mark Release compares. Unreadable, the reason we sent
+// stands alone.
+func (p *Platform) readBack(ctx context.Context, name, reason string) drainMark {
+	node, err := p.transport.node(ctx, name)
+	if err != nil || !p.ours(node.Reason) {
+		p.logger.Warn("drained Slurm node not read back: its release compares the reason only", zap.String("node", name), zap.Error(err))
+		return drainMark{reason: reason}
+	}
+	return drainMark{reason: node.Reason, at: node.ReasonTime}
+}
+
+// adopt takes a drain of ours that this process did not write (another
+// replica's before a failover) as its own when it names the fault acted
+// on; a drain this process already holds keeps its mark, so a later drain
+// by someone else with a copied reason is not adopted in its place.
+func (p *Platform) adopt(name string, node nodeInfo, req actuator.Request) {
+	if req.FaultID == "" || !strings.Contains(node.Reason, req.FaultID) {
+		return
+	}
+	if _, held := p.drains.get(name); !held {
+		p.drains.record(name, drainMark{reason: node.Reason, at: node.ReasonTime})
+	}
 }
 
 // leaveAlone says whether node is not to be drained, and why: already
