@@ -80,6 +80,10 @@ func defaultCases() map[string]ruleCase {
 		"dbe_with_oom_and_nccl_timeout": {nodeN,
 			join(obsSeries(sigDBE, 0, 10, 0, 1), text("training.error", "oom", 20), obsSeries(sigTO, 0, 30, 0, 1)),
 			[][]obs{join(obsSeries(sigDBE, 0, 10, 0, 1), obsSeries(sigTO, 0, 30, 0, 1)),
+				join(obsSeries(sigDBE, 0, 10, 0, 1), text("training.error", "oom", 20)),
+				// A script's claim, even with an NCCL timeout, is no DBE
+				// (docs/security.md, "What a training script can say").
+				join(text("training.error", "oom", 20), obsSeries(sigTO, 0, 30, 0, 1)),
 				join(obsSeries(sigDBE, 0, 10, 0, 1), text("training.error", "dataloader", 20), obsSeries(sigTO, 0, 30, 0, 1))}},
 		"nvlink_crc_rising_allreduce_slower": {gpuG,
 			join(obsSeries(sigCRC, 0, 60, 0, 5), allReduce(2), []obs{normalT}),
