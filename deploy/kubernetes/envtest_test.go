@@ -141,7 +141,7 @@ func (c *apiClient) resource(obj *unstructured.Unstructured) (dynamic.ResourceIn
 func TestEnvtestOverlays(t *testing.T) {
 	c := newAPIClient(t, startAPIServer(t))
 	ctx := context.Background()
-	for _, overlay := range []string{"dev", "production"} {
+	for _, overlay := range []string{"dev", "production", otlpAuthOverlay} {
 		t.Run(overlay, func(t *testing.T) {
 			objs := kustomizeBuild(t, filepath.Join("overlays", overlay))
 
@@ -179,7 +179,7 @@ func TestEnvtestOverlays(t *testing.T) {
 			}
 			if overlay == "dev" {
 				// The single-node Kafka is part of dev only.
-				assert.ElementsMatch(t, []string{"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaTopic", "KafkaTopic", "KafkaTopic"}, noCRD)
+				assert.ElementsMatch(t, []string{"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaTopic", "KafkaTopic", "KafkaTopic", "KafkaTopic"}, noCRD)
 				checkDevKafka(t, objs)
 			} else {
 				assert.Empty(t, noCRD)
@@ -297,6 +297,9 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 	checkConfigVolume(t, objs, pod, "agent")
 	checkKafkaSecurity(t, objs, pod, agent, "agent", overlay)
 	checkGoRuntime(t, objs, pod, agent)
+	checkAgentOTLPNodeLocal(t, objs, ds)
+	checkAgentNetworkPolicy(t, objs, ds)
+	checkOTLPAuth(t, objs, pod, agent, overlay)
 
 	svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-agent-metrics")
 	assert.Equal(t, "true", svc.Annotations["prometheus.io/scrape"])
@@ -546,11 +549,11 @@ func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod cor
 // externalSecrets: Secrets the production pods may reference without the
 // overlay rendering them, each documented in deploy/README.md: the
 // KafkaUsers' passwords and the Kafka cluster CA, which Strimzi creates in
-// namespace kafka and which are mirrored into otelcol-gpu, and the optional
-// remediation webhook.
+// namespace kafka and which are mirrored into otelcol-gpu, the optional
+// remediation webhook, and the agents' OTLP token (components/otlp-auth).
 func externalSecrets(t *testing.T) []string {
 	t.Helper()
-	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation"}
+	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation", otlpTokenSecret}
 	for name := range readStrimziUsers(t) {
 		names = append(names, name)
 	}

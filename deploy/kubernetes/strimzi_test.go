@@ -128,54 +128,107 @@ const kafkaMaxMessageBytes = 1048588
 
 // collectorKafka is what a collector config says about Kafka: the topics
 // it writes and reads, its consumer groups, its producers' message limits.
+// readWrites are topics named by a component other than the kafka
+// receiver and exporter (remediation's decision log), which it both
+// writes and reads back.
 type collectorKafka struct {
-	produces, consumes, groups []string
-	maxMessageBytes            []int
+	produces, consumes, readWrites, groups []string
+	maxMessageBytes                        []int
 }
+
+// kafkaReceiverDefaultGroup is the kafka receiver's group_id when the
+// config sets none.
+const kafkaReceiverDefaultGroup = "otel-collector"
+
+// isKafka: a component of type kafka (kafka or kafka/<name>).
+func isKafka(id string) bool { return id == "kafka" || strings.HasPrefix(id, "kafka/") }
 
 func readCollectorKafka(t *testing.T, distribution string) collectorKafka {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "distributions", distribution, "config.yaml"))
 	require.NoError(t, err)
 	var cfg struct {
-		Receivers map[string]map[string]any `json:"receivers"`
-		Exporters map[string]map[string]any `json:"exporters"`
+		Receivers  map[string]map[string]any `json:"receivers"`
+		Exporters  map[string]map[string]any `json:"exporters"`
+		Extensions map[string]map[string]any `json:"extensions"`
+		Connectors map[string]map[string]any `json:"connectors"`
 	}
 	require.NoError(t, yaml.Unmarshal(b, &cfg))
 	var k collectorKafka
-	for name, exp := range cfg.Exporters {
-		if name != "kafka" && !strings.HasPrefix(name, "kafka/") {
-			continue
+	signalTopics := func(c map[string]any, key string) []string {
+		var topics []string
+		if topic, ok := c[key].(string); ok {
+			topics = append(topics, topic)
 		}
 		for _, signal := range []string{"metrics", "logs", "traces"} {
-			if s, ok := exp[signal].(map[string]any); ok {
-				if topic, ok := s["topic"].(string); ok {
-					k.produces = append(k.produces, topic)
-				}
+			s, _ := c[signal].(map[string]any)
+			if topic, ok := s["topic"].(string); ok {
+				topics = append(topics, topic)
+			}
+			list, _ := s["topics"].([]any)
+			for _, topic := range list {
+				topics = append(topics, fmt.Sprint(topic))
 			}
 		}
+		return topics
+	}
+	for name, exp := range cfg.Exporters {
+		if !isKafka(name) {
+			continue
+		}
+		k.produces = append(k.produces, signalTopics(exp, "topic")...)
 		producer, _ := exp["producer"].(map[string]any)
 		maxBytes, ok := producer["max_message_bytes"].(float64)
 		require.True(t, ok, "%s: exporter %s sets no producer.max_message_bytes", distribution, name)
 		k.maxMessageBytes = append(k.maxMessageBytes, int(maxBytes))
 	}
 	for name, rcv := range cfg.Receivers {
-		if !strings.HasPrefix(name, "kafka/") {
+		if !isKafka(name) {
 			continue
 		}
-		if g, ok := rcv["group_id"].(string); ok {
-			k.groups = append(k.groups, g)
+		g, ok := rcv["group_id"].(string)
+		if !ok {
+			g = kafkaReceiverDefaultGroup
 		}
-		for _, signal := range []string{"metrics", "logs", "traces"} {
-			if s, ok := rcv[signal].(map[string]any); ok {
-				topics, _ := s["topics"].([]any)
-				for _, topic := range topics {
-					k.consumes = append(k.consumes, fmt.Sprint(topic))
-				}
+		k.groups = append(k.groups, g)
+		k.consumes = append(k.consumes, signalTopics(rcv, "topic")...)
+	}
+	// Kafka named anywhere else: a group_id, or a topic under a key named
+	// topic or *_topic.
+	for kind, components := range map[string]map[string]map[string]any{
+		"receiver": cfg.Receivers, "exporter": cfg.Exporters, "extension": cfg.Extensions, "connector": cfg.Connectors,
+	} {
+		for name, c := range components {
+			if isKafka(name) && (kind == "receiver" || kind == "exporter") {
+				continue
 			}
+			walkStrings(c, "", func(key, value string) {
+				switch {
+				case key == "group_id":
+					k.groups = append(k.groups, value)
+				case key == "topic" || strings.HasSuffix(key, "_topic"):
+					k.readWrites = append(k.readWrites, value)
+				}
+			})
 		}
 	}
 	return k
+}
+
+// walkStrings calls fn with every string value under v and its map key.
+func walkStrings(v any, key string, fn func(key, value string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			walkStrings(e, k, fn)
+		}
+	case []any:
+		for _, e := range v {
+			walkStrings(e, key, fn)
+		}
+	case string:
+		fn(key, v)
+	}
 }
 
 // readDocs splits a multi-document YAML file and decodes every document.
@@ -208,14 +261,16 @@ func strimziTopics(t *testing.T) map[string]kafkaTopic {
 func TestStrimziTopicsMatchCollectorConfigs(t *testing.T) {
 	agent := readCollectorKafka(t, "agent")
 	gateway := readCollectorKafka(t, "gateway")
-	require.ElementsMatch(t, []string{"otlp_metrics", "otlp_logs", "otlp_spans", "gpu_faults"}, agent.produces)
+	// The agents write the inputs only; fault records come from the
+	// gateways' correlator alone (docs/security.md).
+	require.ElementsMatch(t, agentInputTopics, agent.produces)
 	require.Contains(t, gateway.produces, "gpu_faults")
 	require.NotEmpty(t, gateway.consumes)
 
 	gatewayReplicas := baseGatewayReplicas(t)
 	topics := strimziTopics(t)
-	require.Len(t, topics, 4)
-	for _, name := range slices.Concat(agent.produces, gateway.produces, gateway.consumes) {
+	require.Len(t, topics, 5)
+	for _, name := range slices.Concat(agent.produces, agent.readWrites, gateway.produces, gateway.consumes, gateway.readWrites) {
 		kt, ok := topics[name]
 		if !assert.True(t, ok, "no KafkaTopic for %s", name) {
 			continue
@@ -253,8 +308,46 @@ func TestStrimziTLSListener(t *testing.T) {
 	}
 }
 
-// TestStrimziUsersACLs: the agent may write its topics, the gateway read
-// its topics in its consumer groups and write fault records, and no more.
+// agentInputTopics: what the agents write, and all they may.
+var agentInputTopics = []string{"otlp_metrics", "otlp_logs", "otlp_spans"}
+
+// aclAllows says whether u's ACLs allow op on the resource of type typ and
+// the given name, as Kafka's simple authorizer reads them: a literal name
+// or "*", a prefix, and All for every operation. Read, Write and the
+// others imply Describe.
+func aclAllows(u kafkaUser, typ, name, op string) bool {
+	for _, acl := range u.Spec.Authorization.ACLs {
+		r := acl.Resource
+		match := r.Name == name || r.Name == "*" || (r.PatternType == "prefix" && strings.HasPrefix(name, r.Name))
+		if r.Type != typ || !match {
+			continue
+		}
+		if slices.Contains(acl.Operations, op) || slices.Contains(acl.Operations, "All") {
+			return true
+		}
+		if op == "Describe" && len(acl.Operations) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// agentUsers are the KafkaUsers meant for agents: otelcol-gpu-agent and any
+// per-node otelcol-gpu-agent-<node>.
+func agentUsers(users map[string]kafkaUser) map[string]kafkaUser {
+	out := map[string]kafkaUser{}
+	for name, u := range users {
+		if name == "otelcol-gpu-agent" || strings.HasPrefix(name, "otelcol-gpu-agent-") {
+			out[name] = u
+		}
+	}
+	return out
+}
+
+// TestStrimziUsersACLs: every topic and consumer group that a shipped
+// config uses is allowed to its distribution's user; agents may write
+// their input topics and nothing else (never gpu_faults, no reads, no
+// groups); only the gateway writes gpu_faults.
 func TestStrimziUsersACLs(t *testing.T) {
 	agent := readCollectorKafka(t, "agent")
 	gateway := readCollectorKafka(t, "gateway")
@@ -264,32 +357,66 @@ func TestStrimziUsersACLs(t *testing.T) {
 	}
 	require.Contains(t, users, "otelcol-gpu-agent")
 	require.Contains(t, users, "otelcol-gpu-gateway")
+	agentUser, gatewayUser := users["otelcol-gpu-agent"], users["otelcol-gpu-gateway"]
 
-	allowed := func(u kafkaUser, typ, name, op string) bool {
-		for _, acl := range u.Spec.Authorization.ACLs {
-			r := acl.Resource
-			match := r.Name == name || (r.PatternType == "prefix" && strings.HasPrefix(name, r.Name))
-			if r.Type == typ && match && slices.Contains(acl.Operations, op) {
-				return true
-			}
-		}
-		return false
-	}
+	// What the configs use, allowed.
 	for _, topic := range agent.produces {
-		assert.True(t, allowed(users["otelcol-gpu-agent"], "topic", topic, "Write"), "agent writes %s", topic)
-		assert.False(t, allowed(users["otelcol-gpu-agent"], "topic", topic, "Read"), "agent never reads %s", topic)
+		assert.True(t, aclAllows(agentUser, "topic", topic, "Write"), "agent writes %s", topic)
 	}
+	for _, topic := range agent.readWrites {
+		t.Errorf("the agent config names topic %s outside its kafka exporter", topic)
+	}
+	assert.Empty(t, agent.consumes, "agents consume nothing")
+	assert.Empty(t, agent.groups, "agents join no consumer group")
 	for _, topic := range gateway.consumes {
-		assert.True(t, allowed(users["otelcol-gpu-gateway"], "topic", topic, "Read"), "gateway reads %s", topic)
+		assert.True(t, aclAllows(gatewayUser, "topic", topic, "Read"), "gateway reads %s", topic)
 	}
 	for _, topic := range gateway.produces {
-		assert.True(t, allowed(users["otelcol-gpu-gateway"], "topic", topic, "Write"), "gateway writes %s", topic)
+		assert.True(t, aclAllows(gatewayUser, "topic", topic, "Write"), "gateway writes %s", topic)
+	}
+	for _, topic := range gateway.readWrites {
+		assert.True(t, aclAllows(gatewayUser, "topic", topic, "Write"), "gateway writes %s", topic)
+		assert.True(t, aclAllows(gatewayUser, "topic", topic, "Read"), "gateway reads %s back", topic)
 	}
 	require.NotEmpty(t, gateway.groups)
 	for _, group := range gateway.groups {
-		assert.True(t, allowed(users["otelcol-gpu-gateway"], "group", group, "Read"), "gateway consumer group %s", group)
+		assert.True(t, aclAllows(gatewayUser, "group", group, "Read"), "gateway consumer group %s", group)
 	}
-	assert.False(t, allowed(users["otelcol-gpu-gateway"], "group", "someone-else", "Read"))
+	assert.False(t, aclAllows(gatewayUser, "group", "someone-else", "Read"))
+
+	// And no more, for agents: no principal an agent holds can open a
+	// fault, or read what other nodes sent.
+	agents := agentUsers(users)
+	require.NotEmpty(t, agents)
+	for name, u := range agents {
+		assert.False(t, aclAllows(u, "topic", "gpu_faults", "Write"), "%s may write gpu_faults", name)
+		assert.False(t, aclAllows(u, "topic", "gpu_fault_decisions", "Write"), "%s may write gpu_fault_decisions", name)
+		for _, acl := range u.Spec.Authorization.ACLs {
+			r := acl.Resource
+			if assert.Equal(t, "topic", r.Type, "%s: ACL on a %s", name, r.Type) {
+				assert.Equal(t, "literal", r.PatternType, "%s: %s", name, r.Name)
+				assert.Contains(t, agentInputTopics, r.Name, "%s: ACL on topic %s", name, r.Name)
+			}
+			for _, op := range acl.Operations {
+				assert.Contains(t, []string{"Write", "Describe"}, op, "%s: %s on %s", name, op, r.Name)
+			}
+		}
+	}
+	// Only gateways write fault records or decisions.
+	for name, u := range users {
+		for _, topic := range []string{"gpu_faults", "gpu_fault_decisions"} {
+			if aclAllows(u, "topic", topic, "Write") {
+				assert.Equal(t, "otelcol-gpu-gateway", name, "%s may write %s", name, topic)
+			}
+		}
+	}
+	// The gateway reads, writes, describes: it creates, deletes or
+	// reconfigures nothing.
+	for _, acl := range gatewayUser.Spec.Authorization.ACLs {
+		for _, op := range acl.Operations {
+			assert.Contains(t, []string{"Read", "Write", "Describe"}, op, "gateway: %s on %s %s", op, acl.Resource.Type, acl.Resource.Name)
+		}
+	}
 }
 
 func baseGatewayReplicas(t *testing.T) int {
