@@ -83,3 +83,25 @@ func TestEvictionsCounted(t *testing.T) {
 	assert.Equal(t, "capacity", reason.AsString())
 	require.NoError(t, ext.Shutdown(context.Background()))
 }
+
+// The provenance processor finds the inventory the same way.
+func TestInventoryThroughHost(t *testing.T) {
+	ext, err := NewFactory().Create(context.Background(), nopSettings(), createDefaultConfig())
+	require.NoError(t, err)
+	id := component.NewID(metadata.Type)
+	h := host{Host: componenttest.NewNopHost(), exts: map[component.ID]component.Component{id: ext}}
+	require.NoError(t, ext.Start(context.Background(), h))
+	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
+
+	store, err := nodestate.FromHost(h, id)
+	require.NoError(t, err)
+	inv, err := nodestate.InventoryFromHost(h, id)
+	require.NoError(t, err)
+	assert.False(t, inv.HasGPU("GPU-1"))
+	store.RecordXID("GPU-1", time.Now(), 79)
+	assert.True(t, inv.HasGPU("GPU-1"))
+	assert.Equal(t, 1, inv.GPUCount())
+
+	_, err = nodestate.InventoryFromHost(h, component.MustNewIDWithName("nodestate", "missing"))
+	assert.Error(t, err)
+}

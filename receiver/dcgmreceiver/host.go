@@ -1,18 +1,16 @@
 package dcgmreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver"
 
 import (
-	"os"
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostname"
 )
 
 // hostName is the configured host name, or the machine's.
 func hostName(cfg *Config, logger *zap.Logger) string {
-	if cfg.HostName != "" {
-		return cfg.HostName
-	}
-	h, err := os.Hostname()
+	h, err := hostname.Resolve(cfg.HostName)
 	if err != nil {
 		logger.Warn("dcgmreceiver: cannot determine the host name, host.name is left unset; set host_name", zap.Error(err))
 		return ""

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostname"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver/internal/sysfs"
@@ -178,13 +178,9 @@ func newScraper(cfg *Config, set receiver.Settings) (*ibScraper, error) {
 		s.include = toSet(cfg.Devices.Include)
 	}
 	s.exclude = toSet(cfg.Devices.Exclude)
-	s.hostName = cfg.HostName
-	if s.hostName == "" {
-		s.hostName, err = os.Hostname()
-		if err != nil {
-			s.logger.Warn("ibreceiver: cannot determine the host name, host.name is left unset; set host_name", zap.Error(err))
-			s.hostName = ""
-		}
+	s.hostName, err = hostname.Resolve(cfg.HostName)
+	if err != nil {
+		s.logger.Warn("ibreceiver: cannot determine the host name, host.name is left unset; set host_name", zap.Error(err))
 	}
 	s.startTime = pcommon.NewTimestampFromTime(s.now())
 	return s, nil

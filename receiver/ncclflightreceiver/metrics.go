@@ -13,7 +13,7 @@ import (
 
 // metricBusBandwidth is read by no other component; the receiver's other
 // metric names are in internal/semconv (docs/semconv.md).
-const metricBusBandwidth = "nccl.collective.bus_bandwidth"
+const metricBusBandwidth = semconv.MetricNCCLCollectiveBusBandwidth
 
 // durationBounds are the histogram's bucket bounds in seconds: collectives
 // run from microseconds (small all-reduces) to the watchdog's minutes.

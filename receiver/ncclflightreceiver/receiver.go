@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostname"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/analysis"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
@@ -76,10 +76,7 @@ func newNCCLReceiver(cfg *Config, set receiver.Settings) (*ncclReceiver, error) 
 	if err != nil {
 		return nil, err
 	}
-	host := cfg.HostName
-	if host == "" {
-		host, _ = os.Hostname()
-	}
+	host, _ := hostname.Resolve(cfg.HostName) // "" when unknown, as before
 	return &ncclReceiver{
 		cfg:     cfg,
 		set:     set,
@@ -436,7 +433,7 @@ func analysisProblem(f analysis.Finding, key string) problem {
 	attrs := map[string]any{
 		semconv.AttrNCCLPGName: f.PGName,
 		semconv.AttrNCCLRanks:  ranks,
-		"nccl.evidence":        evidence,
+		semconv.AttrNCCLEvidence: evidence,
 	}
 	if f.PGDesc != "" {
 		attrs[semconv.AttrNCCLPGDesc] = f.PGDesc

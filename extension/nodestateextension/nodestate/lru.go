@@ -70,3 +70,22 @@ func (l *lru[V]) each(fn func(V)) {
 		fn(e.Value.(*lruEntry[V]).val)
 	}
 }
+
+// lastSeen returns when key was last recorded.
+func (l *lru[V]) lastSeen(key string) (time.Time, bool) {
+	e, ok := l.items[key]
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.Value.(*lruEntry[V]).lastSeen, true
+}
+
+// countSince counts the entries recorded at or after t; the order is by
+// recording time, so it stops at the first older one.
+func (l *lru[V]) countSince(t time.Time) int {
+	n := 0
+	for e := l.order.Front(); e != nil && !e.Value.(*lruEntry[V]).lastSeen.Before(t); e = e.Next() {
+		n++
+	}
+	return n
+}

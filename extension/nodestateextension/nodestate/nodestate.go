@@ -243,3 +243,31 @@ type IBHealth struct {
 	// sorted by device and port.
 	Ports []IBPortHealth
 }
+
+// Inventory is the GPUs this node's own GPU receiver has reported, as the
+// store holds them. The provenance processor checks the gpu.uuid and
+// gpu.index that OTLP senders claim against it. Only the agent's own
+// receivers feed the store (OTLP input reaches the nodestate processor
+// after provenance has renamed every GPU metric and XID record), so a
+// sender cannot add to it.
+type Inventory interface {
+	// HasGPU reports whether uuid was recorded within the retention.
+	HasGPU(uuid string) bool
+	// GPUCount is how many GPUs were recorded within the retention: the
+	// valid gpu.index values are 0 to GPUCount()-1.
+	GPUCount() int
+}
+
+// InventoryFromHost returns the Inventory of the extension id, with the
+// errors of FromHost.
+func InventoryFromHost(host component.Host, id component.ID) (Inventory, error) {
+	store, err := FromHost(host, id)
+	if err != nil {
+		return nil, err
+	}
+	inv, ok := store.(Inventory)
+	if !ok {
+		return nil, fmt.Errorf("extension %q (%T) keeps no GPU inventory", id, store)
+	}
+	return inv, nil
+}

@@ -435,3 +435,23 @@ func toCounterValue(c Counter) counterValue {
 func isFinite(f float64) bool {
 	return !math.IsNaN(f) && !math.IsInf(f, 0)
 }
+
+var _ Inventory = (*MemoryStore)(nil)
+
+// HasGPU reports whether uuid was recorded within the retention (wall
+// clock), as expire would keep it: a GPU gone silent leaves the inventory.
+func (s *MemoryStore) HasGPU(uuid string) bool {
+	cutoff := s.now().Add(-s.limits.Retention)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seen, ok := s.gpus.lastSeen(uuid)
+	return ok && !seen.Before(cutoff)
+}
+
+// GPUCount is how many GPUs were recorded within the retention.
+func (s *MemoryStore) GPUCount() int {
+	cutoff := s.now().Add(-s.limits.Retention)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gpus.countSince(cutoff)
+}
