@@ -1,0 +1,94 @@
+package gpufaultsreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
+)
+
+// Config is the receiver's configuration. The client part has the keys of
+// contrib's Kafka components (brokers, client_id, tls, auth::sasl, ...), so
+// the same overlay (distributions/gateway/kafka-tls-sasl.yaml) applies.
+type Config struct {
+	configkafka.ClientConfig `mapstructure:",squash"`
+
+	// Topic holds the fault records (default gpu_faults).
+	Topic string `mapstructure:"topic"`
+	// GroupID is the consumer group every replica joins (default
+	// otelcol-gpu-remediation); one member owns every partition.
+	GroupID string `mapstructure:"group_id"`
+	// SessionTimeout is how long the broker waits for a silent member
+	// (killed, partitioned) before another one takes its partitions: the
+	// failover time after a kill -9 (default 10s). A member that shuts down
+	// leaves the group, and a standby takes over at once.
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	// HeartbeatInterval must be below session_timeout (default 1s).
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
+	// InitialOffset is where a partition without a committed offset starts:
+	// earliest (default) or latest.
+	InitialOffset string `mapstructure:"initial_offset"`
+	// RetryBackoff paces the retries of a record the next consumer refused
+	// with a retryable error; the record is retried until it is accepted or
+	// refused permanently, never skipped.
+	RetryBackoff RetryBackoff `mapstructure:"retry_backoff"`
+}
+
+// RetryBackoff is an exponential backoff without an end.
+type RetryBackoff struct {
+	InitialInterval time.Duration `mapstructure:"initial_interval"`
+	MaxInterval     time.Duration `mapstructure:"max_interval"`
+}
+
+// saslMechanisms are the SASL mechanisms mapped to franz-go.
+var saslMechanisms = map[string]bool{"PLAIN": true, "SCRAM-SHA-256": true, "SCRAM-SHA-512": true}
+
+// Validate checks the configuration; errors name the key.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := c.ClientConfig.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Topic == "" {
+		add("topic must not be empty")
+	}
+	if c.GroupID == "" {
+		add("group_id must not be empty")
+	}
+	if c.SessionTimeout <= 0 {
+		add("session_timeout (%s) must be positive", c.SessionTimeout)
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout {
+		add("heartbeat_interval (%s) must be positive and below session_timeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	switch c.InitialOffset {
+	case configkafka.EarliestOffset, configkafka.LatestOffset:
+	default:
+		add("initial_offset %q: want %q or %q", c.InitialOffset, configkafka.EarliestOffset, configkafka.LatestOffset)
+	}
+	if c.RetryBackoff.InitialInterval <= 0 {
+		add("retry_backoff::initial_interval (%s) must be positive", c.RetryBackoff.InitialInterval)
+	}
+	if c.RetryBackoff.MaxInterval < c.RetryBackoff.InitialInterval {
+		add("retry_backoff::max_interval (%s) must not be below initial_interval (%s)", c.RetryBackoff.MaxInterval, c.RetryBackoff.InitialInterval)
+	}
+	// What the contrib client builder supports and this receiver does not
+	// map to franz-go is refused rather than ignored.
+	if c.Authentication.Kerberos != nil {
+		add("auth::kerberos is not supported by the gpu_faults receiver; use auth::sasl (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+	}
+	if s := c.Authentication.SASL; s != nil {
+		if !saslMechanisms[s.Mechanism] {
+			add("auth::sasl::mechanism %q is not supported by the gpu_faults receiver; want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
+		}
+		if s.Username == "" || s.Password == "" {
+			add("auth::sasl: username and password are required")
+		}
+	}
+	if !c.UseLeaderEpoch {
+		add("use_leader_epoch: false is not supported by the gpu_faults receiver")
+	}
+	return errors.Join(errs...)
+}

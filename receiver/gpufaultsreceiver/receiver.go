@@ -1,0 +1,261 @@
+package gpufaultsreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver/internal/metadata"
+)
+
+// maxPollRecords bounds one poll; the rebalance waits for the batch.
+const maxPollRecords = 100
+
+type gpuFaultsReceiver struct {
+	cfg      *Config
+	logger   *zap.Logger
+	tb       *metadata.TelemetryBuilder
+	router   *router
+	balancer *singleOwnerBalancer
+
+	client *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	owned map[string]map[int32]struct{} // partitions assigned now
+}
+
+func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFaultsReceiver, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("gpufaultsreceiver: telemetry: %w", err)
+	}
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: set.ID, Transport: "kafka", ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpufaultsreceiver: telemetry: %w", err)
+	}
+	return &gpuFaultsReceiver{
+		cfg:      cfg,
+		logger:   set.Logger,
+		tb:       tb,
+		router:   &router{next: next, obs: obs, tb: tb, logger: set.Logger},
+		balancer: &singleOwnerBalancer{},
+		owned:    map[string]map[int32]struct{}{},
+	}, nil
+}
+
+func (r *gpuFaultsReceiver) Start(ctx context.Context, _ component.Host) error {
+	opts, err := clientOpts(ctx, r.cfg, r.logger)
+	if err != nil {
+		return fmt.Errorf("gpufaultsreceiver: %w", err)
+	}
+	reset := kgo.NewOffset().AtStart()
+	if r.cfg.InitialOffset == configkafka.LatestOffset {
+		reset = kgo.NewOffset().AtEnd()
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(r.cfg.GroupID),
+		kgo.ConsumeTopics(r.cfg.Topic),
+		kgo.Balancers(r.balancer),
+		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
+		kgo.ConsumeResetOffset(reset),
+		kgo.DisableAutoCommit(),
+		// A rebalance waits until the batch in hand is delivered and
+		// committed, so a partition never changes owner mid-record.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.assigned),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("gpufaultsreceiver: kafka client: %w", err)
+	}
+	r.client = cl
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan struct{})
+	go r.run(runCtx)
+	return nil
+}
+
+// Shutdown stops delivering, then leaves the group so that a standby takes
+// the partitions at once instead of after session_timeout.
+func (r *gpuFaultsReceiver) Shutdown(ctx context.Context) error {
+	defer r.tb.Shutdown()
+	if r.cancel == nil {
+		return nil
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := r.client.LeaveGroupContext(ctx)
+	r.client.Close()
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+		return fmt.Errorf("gpufaultsreceiver: leaving group %q: %w", r.cfg.GroupID, err)
+	}
+	return nil
+}
+
+func (r *gpuFaultsReceiver) run(ctx context.Context) {
+	defer close(r.done)
+	for ctx.Err() == nil {
+		fetches := r.client.PollRecords(ctx, maxPollRecords)
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+				return
+			}
+			r.logger.Warn("gpu_faults: fetch failed", zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err))
+		})
+		stop := false
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			for _, rec := range p.Records {
+				if stop || !r.handle(ctx, rec) {
+					stop = true
+					return
+				}
+			}
+		})
+		r.client.AllowRebalance()
+	}
+}
+
+// handle delivers rec until the next consumer is done with it, then commits
+// its offset synchronously. false: stop this batch (shutting down, or the
+// partition is no longer ours); rec is not committed and will be read again.
+func (r *gpuFaultsReceiver) handle(ctx context.Context, rec *kgo.Record) bool {
+	backoff := r.cfg.RetryBackoff.InitialInterval
+	for attempt := 1; ; attempt++ {
+		err := r.router.route(ctx, rec)
+		if err == nil {
+			if attempt > 1 {
+				r.logger.Info("gpu_faults: record accepted after retries",
+					zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset), zap.Int("attempts", attempt))
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if attempt == 1 {
+			r.logger.Warn("gpu_faults: next consumer failed; retrying the record",
+				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition),
+				zap.Int64("offset", rec.Offset), zap.Error(err))
+		}
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, r.cfg.RetryBackoff.MaxInterval)
+	}
+	backoff = r.cfg.RetryBackoff.InitialInterval
+	for {
+		err := r.client.CommitRecords(ctx, rec)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		r.logger.Warn("gpu_faults: commit failed",
+			zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition),
+			zap.Int64("offset", rec.Offset), zap.Error(err))
+		if errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
+			errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.FencedInstanceID) {
+			return false // the group moved on: the new owner reads rec again
+		}
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, r.cfg.RetryBackoff.MaxInterval)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// assigned runs once per group generation joined, with what it added.
+func (r *gpuFaultsReceiver) assigned(ctx context.Context, cl *kgo.Client, added map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, ps := range added {
+		if r.owned[topic] == nil {
+			r.owned[topic] = map[int32]struct{}{}
+		}
+		for _, p := range ps {
+			r.owned[topic][p] = struct{}{}
+		}
+	}
+	n := r.countOwned()
+	_, generation := cl.GroupMetadata()
+	if n > 0 {
+		r.balancer.claim.Store(int64(generation) + 1)
+	} else {
+		r.balancer.claim.Store(0)
+	}
+	r.tb.GpuFaultsRebalances.Add(ctx, 1)
+	r.tb.GpuFaultsPartitionsOwned.Record(ctx, int64(n))
+	if n > 0 {
+		r.logger.Info("gpu_faults: this member owns the partitions and acts on faults",
+			zap.String("group", r.cfg.GroupID), zap.Int32("generation", generation), zap.Int("partitions", n))
+	} else {
+		r.logger.Info("gpu_faults: standby member", zap.String("group", r.cfg.GroupID), zap.Int32("generation", generation))
+	}
+}
+
+// revoked: an eager rebalance takes everything back before the next
+// assignment; the claim stays, so the owner gets its partitions again.
+func (r *gpuFaultsReceiver) revoked(ctx context.Context, _ *kgo.Client, gone map[string][]int32) {
+	r.drop(ctx, gone)
+}
+
+// lost: the session ended (expired, fenced); another member may own the
+// partitions now, so the claim goes too.
+func (r *gpuFaultsReceiver) lost(ctx context.Context, _ *kgo.Client, gone map[string][]int32) {
+	r.balancer.claim.Store(0)
+	r.drop(ctx, gone)
+	r.logger.Warn("gpu_faults: partitions lost (session ended)", zap.String("group", r.cfg.GroupID))
+}
+
+func (r *gpuFaultsReceiver) drop(ctx context.Context, gone map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, ps := range gone {
+		for _, p := range ps {
+			delete(r.owned[topic], p)
+		}
+	}
+	r.tb.GpuFaultsPartitionsOwned.Record(ctx, int64(r.countOwned()))
+}
+
+func (r *gpuFaultsReceiver) countOwned() int {
+	n := 0
+	for _, ps := range r.owned {
+		n += len(ps)
+	}
+	return n
+}
