@@ -45,9 +45,23 @@ type Config struct {
 	MaxEntities int `mapstructure:"max_entities"`
 	// MaxSamplesPerSeries bounds the samples per entity and signal. Default 256.
 	MaxSamplesPerSeries int `mapstructure:"max_samples_per_series"`
-	// MaxOpenFaults bounds the faults open at once; further matches are
-	// dropped (and logged). Default 10000.
+	// MaxOpenFaults bounds the faults open at once. Default 10000.
 	MaxOpenFaults int `mapstructure:"max_open_faults"`
+	// MaxOpenFaultsPerNode bounds the faults open at once on one node (the
+	// fault's host.name; a fault without one, such as a job's, counts under
+	// its entity), so that one node's flood cannot take the room of the
+	// others. Default 64.
+	MaxOpenFaultsPerNode int `mapstructure:"max_open_faults_per_node"`
+	// MaxOpenFaultsPerSource bounds the faults open at once from one source:
+	// one fault type (for gpu.xid, one XID code) on one node, so that a
+	// flood of one kind (low-severity XIDs on made-up GPUs) cannot fill the
+	// node's room for the others (a DBE). Default 16.
+	//
+	// When a cap is full, a new fault more severe than the least severe
+	// open fault under that cap takes its place (that fault is no longer
+	// tracked: evicted, without a record); otherwise the new fault is
+	// refused. Both are logged and counted.
+	MaxOpenFaultsPerSource int `mapstructure:"max_open_faults_per_source"`
 	// IncidentGap groups a node's faults into incidents for the escalation
 	// rule (node_repeated_faults counts fault.opened): a fault whose onset
 	// lies within IncidentGap of one already counted for its node belongs
@@ -84,7 +98,8 @@ func (cfg *Config) Validate() error {
 	for _, n := range []struct {
 		key string
 		val int
-	}{{"max_entities", cfg.MaxEntities}, {"max_samples_per_series", cfg.MaxSamplesPerSeries}, {"max_open_faults", cfg.MaxOpenFaults}} {
+	}{{"max_entities", cfg.MaxEntities}, {"max_samples_per_series", cfg.MaxSamplesPerSeries}, {"max_open_faults", cfg.MaxOpenFaults},
+		{"max_open_faults_per_node", cfg.MaxOpenFaultsPerNode}, {"max_open_faults_per_source", cfg.MaxOpenFaultsPerSource}} {
 		if n.val <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %d", n.key, n.val))
 		}

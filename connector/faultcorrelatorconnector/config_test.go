@@ -43,6 +43,8 @@ func TestDefaultConfigValid(t *testing.T) {
 	assert.Equal(t, 100_000, cfg.MaxEntities)
 	assert.Equal(t, 256, cfg.MaxSamplesPerSeries)
 	assert.Equal(t, 10_000, cfg.MaxOpenFaults)
+	assert.Equal(t, 64, cfg.MaxOpenFaultsPerNode)
+	assert.Equal(t, 16, cfg.MaxOpenFaultsPerSource)
 	assert.Equal(t, 10*time.Minute, cfg.IncidentGap)
 	assert.Nil(t, cfg.Rules)
 }
@@ -57,6 +59,8 @@ func TestFullConfig(t *testing.T) {
 	assert.Equal(t, 50_000, cfg.MaxEntities)
 	assert.Equal(t, 128, cfg.MaxSamplesPerSeries)
 	assert.Equal(t, 2000, cfg.MaxOpenFaults)
+	assert.Equal(t, 32, cfg.MaxOpenFaultsPerNode)
+	assert.Equal(t, 8, cfg.MaxOpenFaultsPerSource)
 	assert.Equal(t, 30*time.Minute, cfg.IncidentGap)
 
 	defaults, err := rules.Default()
@@ -95,6 +99,8 @@ func TestInvalidConfigNamesEachKey(t *testing.T) {
 		"max_entities: must be greater than 0, got 0",
 		"max_samples_per_series: must be greater than 0, got -1",
 		"max_open_faults: must be greater than 0, got 0",
+		"max_open_faults_per_node: must be greater than 0, got 0",
+		"max_open_faults_per_source: must be greater than 0, got -1",
 		"incident_gap: must not be negative, got -1s",
 		`rules: rules[0]: rules: rule "thermal_throttling": field any[0]: min_samples: 3 can never be met over last_samples: 2`,
 	} {
@@ -115,6 +121,8 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"max_entities", func(c *Config) { c.MaxEntities = 0 }, "max_entities: must be greater than 0"},
 		{"max_samples_per_series", func(c *Config) { c.MaxSamplesPerSeries = 0 }, "max_samples_per_series: must be greater than 0"},
 		{"max_open_faults", func(c *Config) { c.MaxOpenFaults = -1 }, "max_open_faults: must be greater than 0"},
+		{"max_open_faults_per_node", func(c *Config) { c.MaxOpenFaultsPerNode = 0 }, "max_open_faults_per_node: must be greater than 0"},
+		{"max_open_faults_per_source", func(c *Config) { c.MaxOpenFaultsPerSource = 0 }, "max_open_faults_per_source: must be greater than 0"},
 		{"incident_gap", func(c *Config) { c.IncidentGap = -time.Minute }, "incident_gap: must not be negative"},
 		{"rules type", func(c *Config) { c.Rules = 42 }, "rules: must be a YAML string or a list of rules, got int"},
 		{"rules unknown field", func(c *Config) { c.Rules = "rules:\n  - name: xid_48\n    sevrity: P1\n" }, "sevrity"},

@@ -22,7 +22,6 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
@@ -42,6 +41,8 @@ type openFault struct {
 	record      fault.Record
 	signature   string // what the last emitted record said; a change is an update
 	lastMatched time.Time
+	node        string // what it counts under for the caps (capKeys)
+	source      string
 }
 
 // correlator is the one state behind the three paths of a config.
@@ -70,8 +71,11 @@ type correlator struct {
 	counters    map[counterKey]float64         // per entity: summed growth of cumulative counters
 	sources     map[string]float64             // last value of each source counter
 	histograms  map[string]histPoint           // last cumulative sum and count of each histogram
-	open        map[string]*openFault          // by dedup key (id type + entity)
-	dropped     int                            // matches refused because max_open_faults was reached
+	open        map[string]*openFault          // by dedup key (id type + entity); changed through track, untrack
+	index       openIndex                      // open faults by node, source and severity (caps.go)
+	dropped     int                            // matches refused because a cap on open faults was full
+	evicted     int                            // open faults evicted for a more severe one
+	refusedNow  int                            // refusals of the evaluation in progress, logged once
 	hostJobs    map[string]map[string]struct{} // gateway: watched hosts and the jobs whose ranks they run
 	jobSeen     map[string]time.Time           // gateway: each watched job's latest input
 	incidents   map[string][]time.Time         // per host: onsets of the faults counted for escalation
@@ -86,8 +90,27 @@ type correlator struct {
 	// batchActivity is the activity of the batch being read (newActivity).
 	batchActivity activity
 
+	// Present at start (startup.go): the checks, the sources whose first
+	// reading was looked at, and the matches found for the next step.
+	starts       startRules
+	startSeen    map[string]struct{}
+	startMatches []rules.Match
+
+	// Hand-off (handoff.go). kept counts the samples inputs kept, so that
+	// an input knows whether it can have caused a record.
+	kept    uint64
+	state   int
+	pending *round        // the evaluation the next inputs wait for
+	wake    chan struct{} // asks run for an evaluation
+	stopped chan struct{} // closed by Shutdown
+	cancel  context.CancelFunc
+	runDone chan struct{}
+	// unsent holds the records of a failed hand-off, sent again first by
+	// the next evaluation (bounded by max_open_faults).
+	unsent []fault.Record
+
+	telemetry    *metadata.TelemetryBuilder
 	registration metric.Registration
-	loop         periodic.Loop // the background flush, emission or evaluation
 }
 
 func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*correlator, error) {
@@ -116,6 +139,14 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 		jobSeen:     map[string]time.Time{},
 		incidents:   map[string][]time.Time{},
 		ranks:       map[jobRank]*rankState{},
+		index:       newOpenIndex(),
+		starts:      newStartRules(rs),
+		startSeen:   map[string]struct{}{},
+		wake:        make(chan struct{}, 1),
+		stopped:     make(chan struct{}),
+	}
+	if c.telemetry, err = metadata.NewTelemetryBuilder(set.TelemetrySettings); err != nil {
+		return nil, fmt.Errorf("faultcorrelator: creating the telemetry: %w", err)
 	}
 	c.spanSignals = newSpanSignals(c.eval)
 	for _, sig := range c.eval.Signals() {
@@ -137,7 +168,8 @@ func (c *correlator) Capabilities() consumer.Capabilities {
 }
 
 // Start registers the faults_open gauge and evaluates the rules every
-// evaluation_interval until Shutdown.
+// evaluation_interval, and whenever an input asks (handoff.go), until
+// Shutdown.
 func (c *correlator) Start(context.Context, component.Host) error {
 	gauge, err := metadata.NewFaultsOpenGauge(c.meter)
 	if err != nil {
@@ -153,18 +185,15 @@ func (c *correlator) Start(context.Context, component.Host) error {
 	if err != nil {
 		return fmt.Errorf("faultcorrelator: registering the faults_open callback: %w", err)
 	}
-	c.loop.Start(c.cfg.EvaluationInterval, func(ctx context.Context) {
-		if err := c.evaluate(ctx); err != nil {
-			c.logger.Warn("faultcorrelator: emitting fault records", zap.Error(err))
-		}
-	})
+	c.startLoop()
 	return nil
 }
 
-// Shutdown stops the evaluation loop; open faults are not resolved (a
-// restart does not mean the hardware healed).
+// Shutdown stops the evaluation loop and releases the inputs waiting for
+// it, unacknowledged; open faults are not resolved (a restart does not
+// mean the hardware healed).
 func (c *correlator) Shutdown(context.Context) error {
-	c.loop.Stop()
+	c.stopLoop()
 	if c.registration != nil {
 		if err := c.registration.Unregister(); err != nil {
 			return fmt.Errorf("faultcorrelator: unregistering the faults_open callback: %w", err)
@@ -190,7 +219,7 @@ func (c *correlator) openCounts() map[[2]string]int64 {
 // attributes (only the correlator's own records may carry them) are rare;
 // a batch that has some is renamed on a private copy.
 
-func (c *correlator) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+func (c *correlator) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
 	if fault.HasForgedTraces(td) {
 		own := ptrace.NewTraces()
 		td.CopyTo(own)
@@ -198,13 +227,10 @@ func (c *correlator) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on spans", zap.Int("count", n))
 		td = own
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observeTraces(td, c.now())
-	return nil
+	return c.ingest(ctx, func(now time.Time) { c.observeTraces(td, now) })
 }
 
-func (c *correlator) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
+func (c *correlator) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 	if fault.HasForgedMetrics(md) {
 		own := pmetric.NewMetrics()
 		md.CopyTo(own)
@@ -212,13 +238,10 @@ func (c *correlator) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on metrics", zap.Int("count", n))
 		md = own
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observeMetrics(md, c.now())
-	return nil
+	return c.ingest(ctx, func(now time.Time) { c.observeMetrics(md, now) })
 }
 
-func (c *correlator) ConsumeLogs(_ context.Context, ld plog.Logs) error {
+func (c *correlator) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	if fault.HasForged(ld) {
 		own := plog.NewLogs()
 		ld.CopyTo(own)
@@ -226,15 +249,22 @@ func (c *correlator) ConsumeLogs(_ context.Context, ld plog.Logs) error {
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on logs", zap.Int("count", n))
 		ld = own
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.observeLogs(ld, c.now())
-	return nil
+	return c.ingest(ctx, func(now time.Time) { c.observeLogs(ld, now) })
 }
 
 // severityRank orders severities: P1 first.
 func severityRank(s fault.Severity) int {
-	return strings.Index("P1P2P3P4", string(s))
+	switch s {
+	case fault.SeverityP1:
+		return 0
+	case fault.SeverityP2:
+		return 1
+	case fault.SeverityP3:
+		return 2
+	case fault.SeverityP4:
+		return 3
+	}
+	return -1
 }
 
 // better reports whether a should stand for its fault rather than b.
@@ -250,17 +280,59 @@ func idType(m rules.Match) string {
 	return r.IDType()
 }
 
-// evaluate runs the rules and emits the records of faults that opened,
-// changed or resolved.
+// evaluate runs the rules and hands the records of faults that opened,
+// changed or resolved to the next consumer, after those of a failed
+// hand-off. The records of a failed hand-off are kept to be sent again:
+// the correlator already counts their faults as open (or resolved), so the
+// input redelivered for the error would not bring them back.
 func (c *correlator) evaluate(ctx context.Context) error {
-	records := c.step(c.now())
+	return c.evaluateWith(ctx, true)
+}
+
+// evaluateWith is evaluate; full false evaluates only the entities that
+// received samples since their last evaluation (stepChanged).
+func (c *correlator) evaluateWith(ctx context.Context, full bool) error {
+	var records []fault.Record
+	if full {
+		records = c.step(c.now())
+	} else {
+		records = c.stepChanged(c.now())
+	}
+	c.mu.Lock()
+	if len(c.unsent) > 0 {
+		records = append(c.unsent, records...)
+		c.unsent = nil
+	}
+	c.mu.Unlock()
 	if len(records) == 0 {
 		return nil
 	}
+	if err := c.handOff(ctx, records); err != nil {
+		c.mu.Lock()
+		if over := len(records) - c.cfg.MaxOpenFaults; over > 0 {
+			c.logger.Error("faultcorrelator: fault records dropped: the next consumer keeps refusing them", zap.Int("dropped", over))
+			records = records[over:]
+		}
+		c.unsent = records
+		c.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// handOff gives records to the next consumer as one batch, each under its
+// own resource holding its fault.id: the kafka/faults exporter keys
+// gpu_faults by it (partition_logs_by_resource_attributes), so a fault's
+// records stay in order on one partition.
+func (c *correlator) handOff(ctx context.Context, records []fault.Record) error {
 	ld := plog.NewLogs()
-	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
-	sl.Scope().SetName(semconv.ScopeFaultRecords)
+	rls := ld.ResourceLogs()
+	rls.EnsureCapacity(len(records))
 	for _, r := range records {
+		rl := rls.AppendEmpty()
+		rl.Resource().Attributes().PutStr(fault.AttrID, r.ID)
+		sl := rl.ScopeLogs().AppendEmpty()
+		sl.Scope().SetName(semconv.ScopeFaultRecords)
 		r.ToLogRecord(sl.LogRecords().AppendEmpty())
 	}
 	if err := c.next.ConsumeLogs(ctx, ld); err != nil {
@@ -274,11 +346,31 @@ func (c *correlator) evaluate(ctx context.Context) error {
 // counter growth) are one fault; the most severe, most confident match
 // speaks for it.
 func (c *correlator) step(now time.Time) []fault.Record {
-	matches := c.eval.Evaluate(now)
+	return c.stepWith(now, true)
+}
+
+// stepChanged is step over only the entities that received samples since
+// their last evaluation: what the inputs waiting for it can have caused,
+// at a cost in proportion to them. It resolves nothing and forgets
+// nothing: a fault it does not see matched may still match on an entity
+// it did not evaluate; the full step on the tick does those.
+func (c *correlator) stepChanged(now time.Time) []fault.Record {
+	return c.stepWith(now, false)
+}
+
+func (c *correlator) stepWith(now time.Time, full bool) []fault.Record {
+	var matches []rules.Match
+	if full {
+		matches = c.eval.Evaluate(now)
+	} else {
+		matches = c.eval.EvaluateChanged(now)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.forgetJobs(now)
-	c.rotateIdentities(now)
+	if full {
+		c.forgetJobs(now)
+		c.rotateIdentities(now)
+	}
 	best := map[string]rules.Match{}
 	for _, m := range matches {
 		key := idType(m) + "\x00" + m.Entity.String()
@@ -289,40 +381,71 @@ func (c *correlator) step(now time.Time) []fault.Record {
 			best[key] = m
 		}
 	}
+	// Faults present at start (startup.go): their onset and mark stand for
+	// the fault unless a more severe rule matched it too.
+	atStart := map[string]bool{}
+	for _, m := range c.startMatches {
+		key := idType(m) + "\x00" + m.Entity.String()
+		if _, open := c.open[key]; open {
+			continue
+		}
+		if old, ok := best[key]; ok && severityRank(old.Severity) < severityRank(m.Severity) {
+			continue
+		}
+		best[key] = m
+		atStart[key] = true
+	}
+	c.startMatches = nil
+	// Most severe first, so that under a full cap a fault evicts only
+	// faults of earlier evaluations, never one opened by this one.
+	keys := make([]string, 0, len(best))
+	for key := range best {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		si, sj := severityRank(best[keys[i]].Severity), severityRank(best[keys[j]].Severity)
+		if si != sj {
+			return si < sj
+		}
+		return keys[i] < keys[j]
+	})
 	var out []fault.Record
-	for key, m := range best {
+	c.refusedNow = 0
+	for _, key := range keys {
+		m := best[key]
 		f, ok := c.open[key]
 		if !ok {
-			if len(c.open) >= c.cfg.MaxOpenFaults {
-				c.dropped++
-				c.logger.Warn("faultcorrelator: max_open_faults reached, fault not opened",
-					zap.String("rule", m.Rule), zap.String("entity", m.Entity.String()))
-				continue
-			}
 			r := c.record(m, m.Since)
 			r.State = fault.StateOpen
-			c.open[key] = &openFault{record: r, signature: signature(r), lastMatched: now}
+			if atStart[key] {
+				r.PresentAtStart, r.Summary = true, "present at start: "+r.Summary
+			}
+			if !c.admit(r) {
+				continue
+			}
+			c.track(key, &openFault{record: r, signature: signature(r), lastMatched: now})
 			out = append(out, r)
 			continue
 		}
 		f.lastMatched = now
 		r := c.record(m, f.record.FirstSeen)
 		r.ID = f.record.ID // the id stays with the first onset
+		if f.record.PresentAtStart {
+			r.PresentAtStart, r.Summary = true, "present at start: "+r.Summary
+		}
 		if sig := signature(r); sig != f.signature {
 			r.State = fault.StateUpdate
+			c.setSeverity(f, r.Severity)
 			f.record, f.signature = r, sig
 			out = append(out, r)
 		}
 	}
-	for key, f := range c.open {
-		if _, matched := best[key]; matched || now.Sub(f.lastMatched) < c.cfg.ResolveAfter {
-			continue
-		}
-		r := f.record
-		r.State = fault.StateResolved
-		r.Summary = "resolved: " + r.Summary
-		delete(c.open, key)
-		out = append(out, r)
+	if c.refusedNow > 0 {
+		c.logger.Warn("faultcorrelator: a cap on open faults is full of faults at least as severe; faults not opened",
+			zap.Int("refused", c.refusedNow), zap.Int("open", len(c.open)))
+	}
+	if full {
+		out = c.resolve(out, best, now)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].ID != out[j].ID {
@@ -331,6 +454,22 @@ func (c *correlator) step(now time.Time) []fault.Record {
 		return out[i].State < out[j].State
 	})
 	c.countOpened(out, now)
+	return out
+}
+
+// resolve appends the resolved records of the open faults not matched for
+// resolve_after and stops tracking them. Callers hold c.mu.
+func (c *correlator) resolve(out []fault.Record, best map[string]rules.Match, now time.Time) []fault.Record {
+	for key, f := range c.open {
+		if _, matched := best[key]; matched || now.Sub(f.lastMatched) < c.cfg.ResolveAfter {
+			continue
+		}
+		r := f.record
+		r.State = fault.StateResolved
+		r.Summary = "resolved: " + r.Summary
+		c.untrack(key)
+		out = append(out, r)
+	}
 	return out
 }
 

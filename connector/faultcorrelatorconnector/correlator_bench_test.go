@@ -3,10 +3,13 @@ package faultcorrelatorconnector
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -218,5 +221,65 @@ func stepAt(td ptrace.Traces, at time.Time) {
 		sp := rss.At(i).ScopeSpans().At(0).Spans().At(0)
 		sp.SetStartTimestamp(start)
 		sp.SetEndTimestamp(end)
+	}
+}
+
+// BenchmarkHandOff1024RanksByNode is BenchmarkConsumeTraces1024RanksByNode
+// with the hand-off (handoff.go): handoff=off is a correlator not started,
+// whose consume calls return once the input is ingested (the behaviour
+// before it); handoff=on a started one, whose calls return once the
+// evaluation that includes their input handed off its records (none, from
+// healthy ranks), with the full evaluation on every 1 s tick as well. The
+// 128 node batches of a step come from one Kafka partition (in turn) or
+// eight (eight goroutines, whose requests share evaluations).
+func BenchmarkHandOff1024RanksByNode(b *testing.B) {
+	step := benchStep()
+	var batches []ptrace.Traces
+	for i := 0; i < step.ResourceSpans().Len(); i += 8 {
+		td := ptrace.NewTraces()
+		for j := i; j < i+8; j++ {
+			step.ResourceSpans().At(j).CopyTo(td.ResourceSpans().AppendEmpty())
+		}
+		batches = append(batches, td)
+	}
+	for _, started := range []bool{false, true} {
+		for _, partitions := range []int{1, 8} {
+			name := "handoff=off"
+			if started {
+				name = "handoff=on"
+			}
+			b.Run(name+"/partitions="+strconv.Itoa(partitions), func(b *testing.B) {
+				c := newBenchCorrelator(b, ModeGateway)
+				var clock atomic.Int64 // the loop reads it: the step's end + 1 s
+				c.now = func() time.Time { return time.Unix(0, clock.Load()) }
+				ctx := context.Background()
+				if started {
+					require.NoError(b, c.Start(ctx, componenttest.NewNopHost()))
+					defer func() { require.NoError(b, c.Shutdown(ctx)) }()
+				}
+				at := t0
+				b.ReportAllocs()
+				for b.Loop() {
+					at = at.Add(5 * time.Second)
+					for _, td := range batches {
+						stepAt(td, at)
+					}
+					clock.Store(at.Add(time.Second).UnixNano())
+					var wg sync.WaitGroup
+					for p := 0; p < partitions; p++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := p; i < len(batches); i += partitions {
+								if err := c.ConsumeTraces(ctx, batches[i]); err != nil {
+									b.Error(err)
+								}
+							}
+						}()
+					}
+					wg.Wait()
+				}
+			})
+		}
 	}
 }

@@ -30,14 +30,16 @@ func NewFactory() connector.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		Mode:                ModeAgent,
-		EvaluationInterval:  time.Second,
-		FaultIDBucket:       5 * time.Minute,
-		ResolveAfter:        5 * time.Minute,
-		MaxEntities:         100_000,
-		MaxSamplesPerSeries: 256,
-		MaxOpenFaults:       10_000,
-		IncidentGap:         10 * time.Minute,
+		Mode:                   ModeAgent,
+		EvaluationInterval:     time.Second,
+		FaultIDBucket:          5 * time.Minute,
+		ResolveAfter:           5 * time.Minute,
+		MaxEntities:            100_000,
+		MaxSamplesPerSeries:    256,
+		MaxOpenFaults:          10_000,
+		MaxOpenFaultsPerNode:   64,
+		MaxOpenFaultsPerSource: 16,
+		IncidentGap:            10 * time.Minute,
 	}
 }
 

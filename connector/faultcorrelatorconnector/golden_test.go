@@ -35,6 +35,18 @@ func TestFaultRecordsGolden(t *testing.T) {
 			},
 		},
 		{
+			// A volatile DBE count above zero on the agent's first scrape:
+			// a P1 DBE fault marked present at start, its onset the
+			// counter's start.
+			file: "dbe_present_at_start_logs.yaml",
+			feed: func(t *testing.T, c *correlator) time.Time {
+				s := healthy(agentStart.Add(15*time.Second), agentStart)
+				s.dbe = 2
+				require.NoError(t, c.ConsumeMetrics(context.Background(), s.metrics()))
+				return s.at.Add(time.Second)
+			},
+		},
+		{
 			// A rank's compute-straggler verdict and its GPU's NVLink CRC
 			// growth: the straggler fault on the rank, NVLink degradation on
 			// the GPU.
@@ -73,10 +85,16 @@ func TestFaultRecordsGolden(t *testing.T) {
 // back as a fault record: the file is a valid example for the readers too.
 func requireRecordsDecode(t *testing.T, ld plog.Logs) {
 	t.Helper()
-	lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
-	require.Positive(t, lrs.Len())
-	for i := 0; i < lrs.Len(); i++ {
-		_, err := fault.FromLogRecord(lrs.At(i))
+	rls := ld.ResourceLogs()
+	require.Positive(t, rls.Len())
+	for i := 0; i < rls.Len(); i++ {
+		// One record per resource, which holds its fault.id (the Kafka key).
+		lrs := rls.At(i).ScopeLogs().At(0).LogRecords()
+		require.Equal(t, 1, lrs.Len())
+		r, err := fault.FromLogRecord(lrs.At(0))
 		require.NoError(t, err)
+		id, ok := rls.At(i).Resource().Attributes().Get(fault.AttrID)
+		require.True(t, ok)
+		require.Equal(t, r.ID, id.Str())
 	}
 }

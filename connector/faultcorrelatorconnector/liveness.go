@@ -113,11 +113,15 @@ func (c *correlator) noteActivity(a *activity) {
 			c.jobSeen[job] = at
 		}
 	}
+	// A heartbeat opens nothing (node.silent holds on its absence): it
+	// does not make its input wait for an evaluation (handoff.go).
+	kept := c.kept
 	for host, at := range a.hosts {
 		if _, watched := c.hostJobs[host]; watched {
 			c.observe(where{host: host}, rules.Sample{Signal: semconv.SignalNodeHeartbeat, Value: 1, At: at})
 		}
 	}
+	c.kept = kept
 }
 
 // jobRunning reports whether a job with ranks on host sent anything at or

@@ -12,8 +12,8 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metadatatest"
 )
 
-// metadata.yaml against the factory, the ocb manifests and the faults_open
-// gauge, observed once as the connector's callback does.
+// metadata.yaml against the factory, the ocb manifests, the faults_open
+// gauge, observed once as the connector's callback does, and the counters.
 func TestMetadataConformance(t *testing.T) {
 	metadatatest.Check(t, metadatatest.Component{
 		Factory: NewFactory(),
@@ -27,6 +27,9 @@ func TestMetadataConformance(t *testing.T) {
 			}, gauge)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, reg.Unregister()) })
+			tb, err := metadata.NewTelemetryBuilder(set)
+			require.NoError(t, err)
+			metadatatest.RecordAll(t, tb)
 		},
 	})
 }

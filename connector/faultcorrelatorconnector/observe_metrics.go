@@ -24,6 +24,7 @@ func (c *correlator) observeMetrics(md pmetric.Metrics, now time.Time) {
 		var res where
 		res.read(rm.Resource().Attributes())
 		resKey := mapKey(rm.Resource().Attributes())
+		rs := resStart{rm: rm}
 		sms := rm.ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
 			ms := sms.At(j).Metrics()
@@ -31,10 +32,10 @@ func (c *correlator) observeMetrics(md pmetric.Metrics, now time.Time) {
 				m := ms.At(k)
 				switch m.Type() {
 				case pmetric.MetricTypeGauge:
-					c.numberPoints(m.Name(), m.Gauge().DataPoints(), res, resKey, false, now, act)
+					c.numberPoints(m.Name(), m.Gauge().DataPoints(), res, resKey, false, now, act, &rs)
 				case pmetric.MetricTypeSum:
 					cumulative := m.Sum().IsMonotonic() && m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityCumulative
-					c.numberPoints(m.Name(), m.Sum().DataPoints(), res, resKey, cumulative, now, act)
+					c.numberPoints(m.Name(), m.Sum().DataPoints(), res, resKey, cumulative, now, act, &rs)
 				case pmetric.MetricTypeHistogram:
 					c.histogramPoints(m.Name(), m.Histogram(), res, resKey, now, act)
 				}
@@ -44,8 +45,9 @@ func (c *correlator) observeMetrics(md pmetric.Metrics, now time.Time) {
 	c.noteActivity(act)
 }
 
-func (c *correlator) numberPoints(name string, dps pmetric.NumberDataPointSlice, res where, resKey string, cumulative bool, now time.Time, act *activity) {
-	read := c.metricsRead[name]
+func (c *correlator) numberPoints(name string, dps pmetric.NumberDataPointSlice, res where, resKey string, cumulative bool, now time.Time, act *activity, rs *resStart) {
+	checked := c.starts.metrics[name]
+	read := c.metricsRead[name] || checked
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		w := res
@@ -61,16 +63,24 @@ func (c *correlator) numberPoints(name string, dps pmetric.NumberDataPointSlice,
 		}
 		ents := w.entities()
 		for _, sig := range signalNames(name, dp.Attributes()) {
+			var source string
+			if checked || cumulative {
+				source = resKey + "\x00" + sig + "\x00" + mapKey(dp.Attributes())
+			}
+			if checked {
+				c.checkStart(sig, source, v, at, dp.StartTimestamp(), rs, w)
+			}
 			if !cumulative {
 				c.observeUnder(ents, w, rules.Sample{Signal: sig, Value: v, At: at})
 				continue
 			}
-			growth := c.counterGrowth(resKey+"\x00"+sig+"\x00"+mapKey(dp.Attributes()), v)
+			growth := c.counterGrowth(source, v)
 			for _, e := range ents {
 				total := c.counters[counterKey{e, sig}] + growth
 				if c.eval.ObserveSample(e, rules.Sample{Signal: sig, Value: total, At: at}) {
 					c.counters[counterKey{e, sig}] = total
 					c.remember(e, w)
+					c.kept++
 				}
 			}
 		}

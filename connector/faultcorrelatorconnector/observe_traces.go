@@ -103,6 +103,7 @@ func (c *correlator) observeSpan(batch rules.Batch, sp ptrace.Span, res where, n
 		for _, i := range o.order[:o.n] {
 			c.rememberRef(rs, i)
 		}
+		c.kept += uint64(o.n)
 		return
 	}
 	var ents [maxEntitiesPerInput]fault.Entity
@@ -119,6 +120,7 @@ func (c *correlator) observeSpan(batch rules.Batch, sp ptrace.Span, res where, n
 	for _, i := range o.order[:o.n] {
 		c.remember(o.refs[i].Entity, w)
 	}
+	c.kept += uint64(o.n)
 }
 
 // observeSpanSignals adds the samples of a rank span to o.

@@ -31,6 +31,7 @@ func (c *correlator) observeUnder(ents []fault.Entity, w where, s rules.Sample) 
 	for _, e := range ents {
 		if c.eval.ObserveSample(e, s) {
 			c.remember(e, w)
+			c.kept++
 		}
 	}
 }

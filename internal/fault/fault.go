@@ -182,8 +182,14 @@ type Record struct {
 	RankKnown   bool
 	FirstSeen   time.Time // onset: the earliest evidence; fixed for the life of the fault
 	LastSeen    time.Time
-	Summary     string // human sentence, the log body
-	Evidence    []Evidence
+	// PresentAtStart: the fault was already there in the first reading of
+	// its series (a volatile DBE count above zero, an XID, a failed row
+	// remap, a hung GPU on the agent's first scrape), not seen happening.
+	// FirstSeen is then the start of that series (the agent's start), so
+	// that every correlator that reads the same series agrees on the id.
+	PresentAtStart bool
+	Summary        string // human sentence, the log body
+	Evidence       []Evidence
 }
 
 // DefaultBucket is the onset bucket of fault ids: two detections of the same

@@ -27,6 +27,10 @@ const (
 	AttrFirstSeen   = "fault.first_seen"
 	AttrLastSeen    = "fault.last_seen"
 	AttrEvidence    = "fault.evidence"
+	// AttrPresentAtStart is true on the records of a fault that the first
+	// reading of its series already showed (Record.PresentAtStart); absent
+	// otherwise.
+	AttrPresentAtStart = "fault.present_at_start"
 
 	// Keys inside each fault.evidence map.
 	EvidenceSignal  = "signal"
@@ -99,6 +103,9 @@ func (r Record) ToLogRecord(lr plog.LogRecord) {
 	a.PutStr(AttrLastSeen, r.LastSeen.UTC().Format(timeLayout))
 	if r.XID != 0 {
 		a.PutInt(AttrGPUXID, int64(r.XID))
+	}
+	if r.PresentAtStart {
+		a.PutBool(AttrPresentAtStart, true)
 	}
 	putIfSet(a, AttrHostName, r.HostName)
 	putIfSet(a, AttrGPUUUID, r.GPUUUID)
@@ -195,6 +202,12 @@ func FromLogRecord(lr plog.LogRecord) (Record, error) {
 			return fail(AttrGPUXID, "not a positive integer")
 		}
 		r.XID = int(v.Int())
+	}
+	if v, ok := a.Get(AttrPresentAtStart); ok {
+		if v.Type() != pcommon.ValueTypeBool {
+			return fail(AttrPresentAtStart, "not a bool")
+		}
+		r.PresentAtStart = v.Bool()
 	}
 	r.HostName, _ = str(AttrHostName)
 	r.GPUUUID, _ = str(AttrGPUUUID)

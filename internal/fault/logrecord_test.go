@@ -88,21 +88,35 @@ func TestRoundTrip(t *testing.T) {
 	assert.Equal(t, min, got)
 	_, hasRank := lr.Attributes().Get(AttrTrainingRank)
 	assert.False(t, hasRank, "an unknown rank is left out, not written as 0")
+	_, marked := lr.Attributes().Get(AttrPresentAtStart)
+	assert.False(t, marked, "fault.present_at_start is written only when true")
+
+	// A fault the first reading already showed carries the mark.
+	min.PresentAtStart = true
+	lr = plog.NewLogRecord()
+	min.ToLogRecord(lr)
+	v, ok := lr.Attributes().Get(AttrPresentAtStart)
+	require.True(t, ok)
+	assert.True(t, v.Bool())
+	got, err = FromLogRecord(lr)
+	require.NoError(t, err)
+	assert.Equal(t, min, got)
 }
 
 func TestFromLogRecordRejectsMalformed(t *testing.T) {
 	cases := map[string]func(pcommon.Map){
-		AttrID:          func(m pcommon.Map) { m.Remove(AttrID) },
-		AttrType:        func(m pcommon.Map) { m.PutStr(AttrType, "gpu.on_fire") },
-		AttrState:       func(m pcommon.Map) { m.PutStr(AttrState, "closed") },
-		AttrSeverity:    func(m pcommon.Map) { m.PutStr(AttrSeverity, "P0") },
-		AttrAction:      func(m pcommon.Map) { m.PutStr(AttrAction, "reboot") },
-		AttrBlastRadius: func(m pcommon.Map) { m.PutStr(AttrBlastRadius, "rack") },
-		AttrEntity:      func(m pcommon.Map) { m.PutStr(AttrEntity, "switch:7") },
-		AttrFirstSeen:   func(m pcommon.Map) { m.PutStr(AttrFirstSeen, "yesterday") },
-		AttrConfidence:  func(m pcommon.Map) { m.PutDouble(AttrConfidence, 1.5) },
-		AttrGPUXID:      func(m pcommon.Map) { m.PutStr(AttrGPUXID, "48") },
-		AttrEvidence:    func(m pcommon.Map) { m.PutStr(AttrEvidence, "trust me") },
+		AttrID:             func(m pcommon.Map) { m.Remove(AttrID) },
+		AttrType:           func(m pcommon.Map) { m.PutStr(AttrType, "gpu.on_fire") },
+		AttrState:          func(m pcommon.Map) { m.PutStr(AttrState, "closed") },
+		AttrSeverity:       func(m pcommon.Map) { m.PutStr(AttrSeverity, "P0") },
+		AttrAction:         func(m pcommon.Map) { m.PutStr(AttrAction, "reboot") },
+		AttrBlastRadius:    func(m pcommon.Map) { m.PutStr(AttrBlastRadius, "rack") },
+		AttrEntity:         func(m pcommon.Map) { m.PutStr(AttrEntity, "switch:7") },
+		AttrFirstSeen:      func(m pcommon.Map) { m.PutStr(AttrFirstSeen, "yesterday") },
+		AttrConfidence:     func(m pcommon.Map) { m.PutDouble(AttrConfidence, 1.5) },
+		AttrGPUXID:         func(m pcommon.Map) { m.PutStr(AttrGPUXID, "48") },
+		AttrEvidence:       func(m pcommon.Map) { m.PutStr(AttrEvidence, "trust me") },
+		AttrPresentAtStart: func(m pcommon.Map) { m.PutStr(AttrPresentAtStart, "yes") },
 		"evidence trace": func(m pcommon.Map) {
 			ev, _ := m.Get(AttrEvidence)
 			ev.Slice().At(1).Map().PutStr(EvidenceTraceID, "abc")

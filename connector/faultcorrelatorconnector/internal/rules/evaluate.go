@@ -39,7 +39,9 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 	if sweep {
 		e.nextSweep = now.Add(sweepEvery)
 	}
+	e.changed = e.changed[:0]
 	for ent, st := range e.entities {
+		st.changed = false
 		if st.lastSeen.Before(now.Add(-e.ForgetAfter(ent.Kind))) {
 			st.forgotten = true
 			for _, sr := range st.series {
@@ -58,11 +60,48 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 				}
 			}
 		}
-		for _, ri := range e.byKind[ent.Kind] {
-			if m, ok := e.rules[ri].evaluate(e.conds[ri], ent, st, now, &e.texts); ok {
-				out = append(out, m)
-			}
+		out = e.evaluateEntity(out, ent, st, now)
+	}
+	e.sortMatches(out)
+	return out
+}
+
+// EvaluateChanged is Evaluate over only the entities that received a
+// sample since they were last evaluated (by either call): what an input
+// can have changed, at a cost in proportion to it. A rule reads only its
+// entity's samples, so their matches are those Evaluate would return.
+// Expiry is left to Evaluate.
+func (e *Evaluator) EvaluateChanged(now time.Time) []Match {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Match
+	for _, ent := range e.changed {
+		st := e.entities[ent]
+		if st == nil || st.forgotten {
+			continue
 		}
+		st.changed = false
+		out = e.evaluateEntity(out, ent, st, now)
+	}
+	e.changed = e.changed[:0]
+	e.sortMatches(out)
+	return out
+}
+
+// evaluateEntity appends the matches of the rules on ent's kind.
+func (e *Evaluator) evaluateEntity(out []Match, ent fault.Entity, st *entityState, now time.Time) []Match {
+	for _, ri := range e.byKind[ent.Kind] {
+		if m, ok := e.rules[ri].evaluate(e.conds[ri], ent, st, now, &e.texts); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// sortMatches orders matches by rule (configuration order) and entity.
+func (e *Evaluator) sortMatches(out []Match) {
+	if len(out) < 2 {
+		return
 	}
 	order := make(map[string]int, len(e.rules))
 	for i, r := range e.rules {
@@ -79,12 +118,11 @@ func (e *Evaluator) Evaluate(now time.Time) []Match {
 		}
 		return out[i].Entity.Key < out[j].Entity.Key
 	})
-	return out
 }
 
 // observed reports whether st has what c reads: a cheap test that spares
 // most rules of most entities (an XID rule on a GPU without XIDs) the work.
-func (c Condition) observed(sr *series) bool {
+func (c *Condition) observed(sr *series) bool {
 	switch {
 	case c.PassIfMissing:
 		return true
@@ -94,16 +132,17 @@ func (c Condition) observed(sr *series) bool {
 	return sr != nil && len(sr.points) > 0
 }
 
-func (r Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now time.Time, texts *textTable) (Match, bool) {
-	for i, c := range r.All {
-		if !c.observed(st.get(cr.all[i])) {
+func (r *Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now time.Time, texts *textTable) (Match, bool) {
+	// By index: a Condition is too large to copy for a test this cheap.
+	for i := range r.All {
+		if !r.All[i].observed(st.get(cr.all[i])) {
 			return Match{}, false
 		}
 	}
 	if len(r.Any) > 0 {
 		some := false
-		for i, c := range r.Any {
-			some = some || c.observed(st.get(cr.any[i]))
+		for i := range r.Any {
+			some = some || r.Any[i].observed(st.get(cr.any[i]))
 		}
 		if !some {
 			return Match{}, false

@@ -118,6 +118,10 @@ func defaultCases() map[string]ruleCase {
 		"thermal_throttling": {gpuG, obsSeries(sigThrot, 30, 15, 1, 1, 1), [][]obs{obsSeries(sigThrot, 30, 15, 1, 0, 1), obsSeries(sigThrot, 30, 15, 1, 1)}},
 		"gpu_unresponsive": {gpuG, obsSeries("gpu.unresponsive", 60, 1, 1),
 			[][]obs{obsSeries("gpu.unresponsive", 60, 1, 0), text("event.name", "gpu.xid", 60)}},
+		"row_remap_failure": {gpuG, obsSeries("gpu.memory.row_remap_failure", 60, 1, 1),
+			[][]obs{obsSeries("gpu.memory.row_remap_failure", 60, 1, 0)}},
+		"retired_pages_pending": {gpuG, obsSeries("gpu.memory.retired_pages.pending", 60, 1, 2),
+			[][]obs{obsSeries("gpu.memory.retired_pages.pending", 60, 1, 0)}},
 		"ib_link_down":     {portP, obsSeries("hw.errors{error.type=link_downed}", 0, 60, 0, 1), [][]obs{obsSeries("hw.errors{error.type=link_downed}", 0, 60, 3, 3)}},
 		"ib_symbol_errors": {portP, obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 50), [][]obs{obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 5)}},
 		"nccl_timeout":     {rankR, obsSeries(sigTO, 0, 60, 0, 1), [][]obs{obsSeries(sigTO, 0, 60, 0, 0)}},
@@ -398,4 +402,29 @@ func TestMatchEvidenceIsTheOnset(t *testing.T) {
 	assert.Equal(t, [8]byte{1}, [8]byte(m.Evidence[0].SpanID))
 	assert.Equal(t, t0, m.Since)
 	assert.Equal(t, t0.Add(2*time.Second), m.At)
+}
+
+// EvaluateChanged evaluates only the entities that received samples since
+// their last evaluation, with the matches Evaluate gives for them.
+func TestEvaluateChangedOnlyTheChangedEntities(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	a, b := fault.Entity{Kind: fault.EntityGPU, Key: "GPU-a"}, fault.Entity{Kind: fault.EntityGPU, Key: "GPU-b"}
+	ev.Observe(a, "gpu.xid", 79, t0)
+	ev.Observe(b, "gpu.xid", 48, t0)
+	got := ev.EvaluateChanged(evalAt)
+	require.Len(t, got, 2)
+	assert.Equal(t, ev.Evaluate(evalAt), got)
+
+	assert.Empty(t, ev.EvaluateChanged(evalAt), "nothing new since")
+	ev.Observe(b, "gpu.xid", 48, t0.Add(time.Second))
+	got = ev.EvaluateChanged(evalAt)
+	require.Len(t, got, 1)
+	assert.Equal(t, b, got[0].Entity)
+
+	// Evaluate evaluates every entity, and so clears what changed.
+	ev.Observe(a, "gpu.xid", 79, t0.Add(time.Second))
+	require.Len(t, ev.Evaluate(evalAt), 2)
+	assert.Empty(t, ev.EvaluateChanged(evalAt))
 }

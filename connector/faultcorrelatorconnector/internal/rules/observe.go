@@ -106,6 +106,10 @@ func (e *Evaluator) observeRefLocked(ref *EntityRef, id int, s *Sample) bool {
 		}
 		ref.st = st
 	}
+	if !st.changed {
+		st.changed = true
+		e.changed = append(e.changed, ref.Entity)
+	}
 	return e.observeLocked(st, id, s)
 }
 

@@ -14,6 +14,9 @@ type entityState struct {
 	// forgotten: Evaluate dropped the entity; an EntityRef holding this
 	// state looks the entity up again.
 	forgotten bool
+	// changed: a sample arrived since the entity was last evaluated (it is
+	// in Evaluator.changed).
+	changed bool
 }
 
 // get returns the entity's series of signal id, or nil.
