@@ -20,6 +20,10 @@ func (e *remediationExporter) record(entry audit.Entry) {
 	if entry.Time.IsZero() {
 		entry.Time = e.clock.Now().UTC()
 	}
+	if e.holding != nil { // decide publishes them first
+		*e.holding = append(*e.holding, entry)
+		return
+	}
 	if e.audit == nil { // ConsumeLogs before Start (tests of the core only)
 		e.audit, _ = audit.Open(e.logger, "")
 	}

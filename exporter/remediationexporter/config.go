@@ -3,7 +3,11 @@ package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/export
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/k8s"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
@@ -48,6 +52,9 @@ type Config struct {
 	// the platform's own marks, so it holds across restarts, replicas and
 	// breaker windows. Default 0.1.
 	MaxQuarantinedFraction float64 `mapstructure:"max_quarantined_fraction"`
+	// Decisions is the durable decision log shared by the replicas (Kafka);
+	// no brokers: off. README.md, "Replicas and the decision log".
+	Decisions DecisionsConfig `mapstructure:"decisions"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -58,6 +65,108 @@ type Config struct {
 type KubernetesConfig struct {
 	Enabled    bool `mapstructure:"enabled"`
 	k8s.Config `mapstructure:",squash"`
+	// LeaseEnabled is kubernetes.lease.enabled (default true): replicas
+	// elect the one that acts with the Lease. Off where something else
+	// elects it (the gpu_faults consumer group). Read by Unmarshal, as
+	// k8s.LeaseConfig has no such key.
+	LeaseEnabled bool `mapstructure:"-"`
+}
+
+// Unmarshal reads lease.enabled, then the rest of the block as usual.
+func (kc *KubernetesConfig) Unmarshal(conf *confmap.Conf) error {
+	if conf == nil {
+		return nil
+	}
+	raw := conf.ToStringMap()
+	if lease, ok := raw["lease"].(map[string]any); ok {
+		if v, ok := lease["enabled"]; ok {
+			b, isBool := v.(bool)
+			if str, isStr := v.(string); isStr { // an unquoted ${env:...}
+				var err error
+				b, err = strconv.ParseBool(str)
+				isBool = err == nil
+			}
+			if !isBool {
+				return fmt.Errorf("lease.enabled: %v is not a bool", v)
+			}
+			kc.LeaseEnabled = b
+			rest := make(map[string]any, len(lease))
+			for k, v := range lease {
+				if k != "enabled" {
+					rest[k] = v
+				}
+			}
+			raw["lease"] = rest
+		}
+	}
+	type plain KubernetesConfig // without this method: no recursion
+	return confmap.NewFromStringMap(raw).Unmarshal((*plain)(kc))
+}
+
+// DecisionsConfig is the decision log: a Kafka topic every replica reads
+// from its beginning, and appends each decision to before auditing it, so
+// a record redelivered to another replica after a failover is not decided
+// twice.
+type DecisionsConfig struct {
+	// KafkaClientConfig: brokers (none: the log is off), TLS, SASL PLAIN or
+	// SCRAM; contrib's configkafka.ClientConfig.
+	KafkaClientConfig `mapstructure:",squash"`
+	// Topic of the log. Default gpu_fault_decisions; create it with
+	// cleanup.policy=delete and retention.ms = retention.
+	Topic string `mapstructure:"topic"`
+	// Retention: how long a decided key is remembered; set it to the
+	// topic's retention.ms. Default 168h.
+	Retention time.Duration `mapstructure:"retention"`
+	// MaxKeys bounds the decided keys held in memory; past it the oldest
+	// are forgotten (and logged). Default 1000000.
+	MaxKeys int `mapstructure:"max_keys"`
+	// Timeout bounds the catch-up and the publish of one decision. Default
+	// 10s; on expiry the record is refused (retryable) and redelivered.
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// KafkaClientConfig is configkafka.ClientConfig as a type of its own: the
+// collector's validation would call configkafka's Validate, which refuses
+// the empty broker list that here means "off". Validate below calls it
+// when the log is on.
+type KafkaClientConfig configkafka.ClientConfig
+
+// Enabled: brokers configured.
+func (d *DecisionsConfig) Enabled() bool { return len(d.Brokers) > 0 }
+
+// validate checks the log's settings when it is on. Not Validate: Config's
+// Validate calls it, once, with the key prefixed.
+func (d *DecisionsConfig) validate() error {
+	if !d.Enabled() {
+		return nil
+	}
+	var errs []error
+	if err := configkafka.ClientConfig(d.KafkaClientConfig).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if d.Authentication.Kerberos != nil {
+		errs = append(errs, errors.New("auth.kerberos: not supported; use auth.sasl with PLAIN or SCRAM-SHA-256/512"))
+	}
+	if s := d.Authentication.SASL; s != nil {
+		switch s.Mechanism {
+		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		default:
+			errs = append(errs, fmt.Errorf("auth.sasl.mechanism %q: not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism))
+		}
+	}
+	if d.Topic == "" {
+		errs = append(errs, errors.New("topic must not be empty"))
+	}
+	if d.Retention <= 0 {
+		errs = append(errs, fmt.Errorf("retention %v: must be positive", d.Retention))
+	}
+	if d.MaxKeys < 1 {
+		errs = append(errs, fmt.Errorf("max_keys %d: must be at least 1", d.MaxKeys))
+	}
+	if d.Timeout < time.Second { // franz-go's least delivery timeout
+		errs = append(errs, fmt.Errorf("timeout %v: must be at least 1s", d.Timeout))
+	}
+	return errors.Join(errs...)
 }
 
 // SlurmConfig turns on the Slurm platform (internal/slurm: DRAIN/RESUME
@@ -81,6 +190,14 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.Kubernetes.Enabled && cfg.Slurm.Enabled {
 		errs = append(errs, errors.New("kubernetes and slurm cannot both be enabled: run one exporter per platform"))
+	}
+	if cfg.Decisions.Enabled() && cfg.Kubernetes.Enabled && cfg.Kubernetes.LeaseEnabled {
+		// Two elections that can disagree: a Lease follower owning the
+		// gpu_faults partitions would skip faults the receiver then commits.
+		errs = append(errs, errors.New("decisions.brokers and kubernetes.lease.enabled: the decision log is for a remediation fed by the single-owner gpu_faults consumer group, which elects the acting replica; set kubernetes.lease.enabled: false"))
+	}
+	if err := cfg.Decisions.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("decisions: %w", err))
 	}
 	if cfg.Kubernetes.Enabled {
 		if err := cfg.Kubernetes.Config.Validate(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/decisionlog"
 )
 
 // dependencies are what the factory (or a test) plugs in.
@@ -15,6 +16,10 @@ type dependencies struct {
 	// sleep waits between attempts (platform and webhook); nil waits on a
 	// timer honouring ctx.
 	sleep func(ctx context.Context, d time.Duration) error
+	// decisions is the decision log (nil: off); replica is this process's
+	// name in it.
+	decisions *decisionlog.Log
+	replica   string
 }
 
 // clock is time, injectable so tests can fire the verification window.

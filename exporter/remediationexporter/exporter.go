@@ -14,7 +14,9 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/decisionlog"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
@@ -51,6 +53,19 @@ type remediationExporter struct {
 	// has one exactly while the state has its release pending.
 	releaseTimers  map[string]*releaseTimer
 	breakerAlerted bool
+
+	// decisions is the decision log shared by the replicas (nil: off);
+	// replica names this process in it. unpublished are decisions acted
+	// on whose publish failed, by key; holding, while set, collects the
+	// audit entries of the decision being made.
+	decisions   *decisionlog.Log
+	replica     string
+	unpublished map[string]*unpublished
+	holding     *[]audit.Entry
+	// telemetry: the exporter's own counters (metadata.yaml); evictedSeen
+	// is the decision log's eviction count already added to them.
+	telemetry   *metadata.TelemetryBuilder
+	evictedSeen int64
 }
 
 func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps dependencies) (*remediationExporter, error) {
@@ -58,7 +73,12 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 	if err != nil {
 		return nil, err
 	}
+	tb, err := metadata.NewTelemetryBuilder(set)
+	if err != nil {
+		return nil, fmt.Errorf("remediationexporter: telemetry: %w", err)
+	}
 	e := &remediationExporter{
+		telemetry:     tb,
 		cfg:           cfg,
 		logger:        set.Logger,
 		policy:        pol,
@@ -68,6 +88,9 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		sleep:         deps.sleep,
 		state:         lifecycle.New(cfg.Cooldown),
 		releaseTimers: map[string]*releaseTimer{},
+		decisions:     deps.decisions,
+		replica:       deps.replica,
+		unpublished:   map[string]*unpublished{},
 	}
 	if e.leader == nil {
 		e.leader = alwaysLeader{}
@@ -81,6 +104,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 	if cfg.Webhook.Endpoint != "" {
 		e.webhook = webhook.New(cfg.Webhook, webhook.Options{
 			InitialBackoff: cfg.Backoff.Initial, MaxBackoff: cfg.Backoff.Max, Sleep: e.sleep, Now: e.clock.Now,
+			PostsCapped: tb.ExporterRemediationWebhookPostsCapped,
 		})
 	}
 	e.lifeCtx, e.lifeCancel = context.WithCancel(context.Background())
@@ -112,6 +136,9 @@ func (e *remediationExporter) Start(context.Context, component.Host) error {
 		if err := s.Start(context.Background()); err != nil {
 			return fmt.Errorf("remediationexporter: leader election: %w", err)
 		}
+	}
+	if e.decisions != nil && e.enter() {
+		go e.warmUp()
 	}
 	mode := "acting"
 	if e.cfg.DryRun {
@@ -153,6 +180,9 @@ func (e *remediationExporter) Shutdown(ctx context.Context) error {
 	}
 	if c, ok := e.platform.(interface{ Close() }); ok {
 		c.Close()
+	}
+	if e.decisions != nil {
+		e.decisions.Close()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -226,7 +256,7 @@ func (e *remediationExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) err
 						Reason: "not a correlator record: " + err.Error()})
 					continue
 				}
-				if err := e.handle(ctx, r); err != nil {
+				if err := e.decide(ctx, r); err != nil {
 					errs = append(errs, err)
 				}
 			}

@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/decisionlog"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/k8s"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm"
@@ -31,16 +33,27 @@ func NewFactory() exporter.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		DryRun:             true,
-		Webhook:            webhook.Config{Timeout: 5 * time.Second, Retries: 3},
+		Webhook:            webhook.NewDefaultConfig(),
 		Cooldown:           30 * time.Minute,
 		VerificationWindow: 30 * time.Minute,
 		MaxAttempts:        3,
 		Backoff:            BackoffConfig{Initial: time.Second, Max: 30 * time.Second},
-		Kubernetes:         KubernetesConfig{Config: k8s.NewDefaultConfig()},
+		Kubernetes:         KubernetesConfig{Config: k8s.NewDefaultConfig(), LeaseEnabled: true},
 		Slurm:              SlurmConfig{Config: slurm.NewDefaultConfig()},
 
 		MaxQuarantinedFraction: 0.1,
+		Decisions:              defaultDecisionsConfig(),
 	}
+}
+
+// defaultDecisionsConfig: contrib's client defaults without brokers (the
+// log is off until they are set).
+func defaultDecisionsConfig() DecisionsConfig {
+	client := configkafka.NewDefaultClientConfig()
+	client.Brokers = nil
+	client.ClientID = "otelcol-gpu-remediation"
+	return DecisionsConfig{KafkaClientConfig: KafkaClientConfig(client), Topic: "gpu_fault_decisions",
+		Retention: 7 * 24 * time.Hour, MaxKeys: 1_000_000, Timeout: 10 * time.Second}
 }
 
 func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
@@ -52,7 +65,23 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 	if err != nil {
 		return nil, err
 	}
-	return newRemediationExporter(c, set.TelemetrySettings, dependencies{platform: platform, leader: leader})
+	deps := dependencies{platform: platform, leader: leader, replica: replicaID(set)}
+	if c.Decisions.Enabled() {
+		deps.decisions, err = decisionlog.New(context.Background(), decisionlog.Options{
+			Client: configkafka.ClientConfig(c.Decisions.KafkaClientConfig), Topic: c.Decisions.Topic,
+			Retention: c.Decisions.Retention, MaxKeys: c.Decisions.MaxKeys, Timeout: c.Decisions.Timeout, Logger: set.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("remediationexporter: decisions: %w", err)
+		}
+	}
+	return newRemediationExporter(c, set.TelemetrySettings, deps)
+}
+
+// replicaID names this process in the Lease and the decision log.
+func replicaID(set exporter.Settings) string {
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + set.ID.String()
 }
 
 // newPlatform builds the enabled platform and its leader election; neither
@@ -70,9 +99,12 @@ func newPlatform(c *Config, set exporter.Settings) (actuator.Platform, actuator.
 		if err != nil {
 			return nil, nil, fmt.Errorf("remediationexporter: kubernetes: %w", err)
 		}
-		host, _ := os.Hostname()
-		identity := host + "-" + strconv.Itoa(os.Getpid()) + "-" + set.ID.String()
-		leader, err := k8s.NewLeader(client, c.Kubernetes.Lease, identity, set.Logger, nil)
+		if !c.Kubernetes.LeaseEnabled {
+			// Something else elects the one acting replica (the gpu_faults
+			// consumer group): every replica here acts on what it gets.
+			return p, nil, nil
+		}
+		leader, err := k8s.NewLeader(client, c.Kubernetes.Lease, replicaID(set), set.Logger, nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("remediationexporter: kubernetes lease: %w", err)
 		}

@@ -3,6 +3,10 @@ package remediationexporter
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metadatatest"
 )
 
@@ -10,5 +14,10 @@ import (
 func TestMetadataConformance(t *testing.T) {
 	metadatatest.Check(t, metadatatest.Component{
 		Factory: NewFactory(),
+		Telemetry: func(t *testing.T, set component.TelemetrySettings) {
+			tb, err := metadata.NewTelemetryBuilder(set)
+			require.NoError(t, err)
+			metadatatest.RecordAll(t, tb)
+		},
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
@@ -20,6 +22,9 @@ func (e *remediationExporter) notify(ctx context.Context, r fault.Record, d poli
 	entry.Node, entry.Platform = node, e.platformName()
 	if !e.state.WebhookDue(r.ID, r.Severity) {
 		e.record(withDecision(entry, audit.DecisionSkipped, "duplicate: webhook already sent for this fault"))
+		return nil
+	}
+	if v := e.admitPost(ctx, entry, r, node); !v.OK {
 		return nil
 	}
 	if outcome == "" {
@@ -52,6 +57,29 @@ func (e *remediationExporter) notify(ctx context.Context, r fault.Record, d poli
 	}
 	e.state.WebhookSent(r.ID, r.Severity)
 	return nil
+}
+
+// admitPost applies the webhook's caps (per node, per source on a node,
+// pages per node) to the post about r. A refused post is audited with the
+// cap, counted by the client, logged once per flood, and not sent; the
+// node action has already happened and nothing is returned to retry: a
+// retry would only be refused again. Nothing is capped without a webhook
+// client. The fault stays due, so a later record of it (an update, an
+// escalation) is posted once its bucket has refilled. Callers hold e.mu.
+func (e *remediationExporter) admitPost(ctx context.Context, entry audit.Entry, r fault.Record, node string) webhook.Verdict {
+	if e.webhook == nil {
+		return webhook.Verdict{OK: true}
+	}
+	v := e.webhook.Admit(ctx, webhook.Post{Node: node, Source: r.IDType(), Page: policy.Route(r.Severity) == "page"})
+	if v.OK {
+		return v
+	}
+	e.record(withDecision(entry, audit.DecisionSkipped, v.Reason))
+	if v.First {
+		e.logger.Warn("webhook posts capped: further posts over this cap are audited, not logged",
+			zap.String("node", node), zap.String("source", r.IDType()), zap.String("cap", v.Cap), zap.String("reason", v.Reason))
+	}
+	return v
 }
 
 // notifyResolved sends a fault's resolution to the webhook that heard of

@@ -42,6 +42,10 @@ type Entry struct {
 	Outcome   string    `json:"outcome,omitempty"` // the platform's actuator.Outcome
 	Rule      string    `json:"rule,omitempty"`
 	Attempts  int       `json:"attempts,omitempty"`
+	// DecisionKey and Replica: the decision-log key of the decision the
+	// entry belongs to, and the replica that made it (decision log on).
+	DecisionKey string `json:"decision.key,omitempty"`
+	Replica     string `json:"replica,omitempty"`
 }
 
 // Log writes entries. Safe for concurrent use.
@@ -103,6 +107,9 @@ func (l *Log) Record(e Entry) error {
 	}
 	if e.Attempts > 0 {
 		fields = append(fields, zap.Int("attempts", e.Attempts))
+	}
+	if e.DecisionKey != "" {
+		fields = append(fields, zap.String("decision.key", e.DecisionKey), zap.String("replica", e.Replica))
 	}
 	msg := "remediation " + e.Decision + ": " + e.Step
 	if e.Decision == DecisionFailed {

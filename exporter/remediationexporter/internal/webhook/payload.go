@@ -55,6 +55,10 @@ type Fault struct {
 	Rank        *int64     `json:"training.rank,omitempty"`
 	Summary     string     `json:"body"`
 	Evidence    []Evidence `json:"fault.evidence"`
+
+	// PresentAtStart: the fault was already there at the agent's first
+	// reading (fault.present_at_start); absent otherwise, like the attribute.
+	PresentAtStart bool `json:"fault.present_at_start,omitempty"`
 }
 
 // Evidence is one item of fault.evidence.
@@ -77,6 +81,7 @@ func FaultFromRecord(r fault.Record) Fault {
 		Entity: r.Entity.String(), FirstSeen: r.FirstSeen.UTC().Format(time.RFC3339Nano),
 		LastSeen: r.LastSeen.UTC().Format(time.RFC3339Nano), XID: r.XID, HostName: r.HostName,
 		GPUUUID: r.GPUUUID, JobID: r.JobID, Summary: r.Summary, Evidence: make([]Evidence, 0, len(r.Evidence)),
+		PresentAtStart: r.PresentAtStart,
 	}
 	if r.RankKnown {
 		rank := r.Rank

@@ -13,6 +13,9 @@
 // within it, webhookverify.Verifier refuses an id seen before. The
 // endpoint must be https:// unless insecure is set: the body names nodes
 // and jobs, and a signature does not hide them.
+//
+// Posts are capped per node, per source on a node and (P1 pages) per node
+// in a bucket of their own (limit.go), so one node cannot crowd out others.
 package webhook // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 
 import (
@@ -26,7 +29,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/webhookverify"
 )
 
@@ -51,9 +57,37 @@ type Config struct {
 	// Insecure allows an http:// endpoint. Default false: https:// only,
 	// since the body names nodes, jobs and faults in clear text.
 	Insecure bool `mapstructure:"insecure"`
+	// Caps on posts, so one node or one noisy fault type cannot crowd out
+	// the others (limit.go). Each is a token bucket refilled over
+	// PerNodeWindow; a post over a cap is not sent, but audited and
+	// counted. 0: no cap.
+	//
+	// MaxPostsPerNode: posts about one node (P1 pages excepted). Default 20.
+	MaxPostsPerNode int `mapstructure:"max_posts_per_node"`
+	// MaxPostsPerSource: posts about one fault type (gpu.xid with its code)
+	// on one node, within the node's cap. Default 5.
+	MaxPostsPerSource int `mapstructure:"max_posts_per_source"`
+	// MaxPagesPerNode: P1 posts (route page) about one node, from a bucket
+	// of their own, so lower severities never starve them. Default 10.
+	MaxPagesPerNode int `mapstructure:"max_pages_per_node"`
+	// PerNodeWindow: an empty bucket is full again after it. Default 10m.
+	PerNodeWindow time.Duration `mapstructure:"per_node_window"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
+}
+
+// NewDefaultConfig returns the section's defaults (no endpoint: disabled).
+func NewDefaultConfig() Config {
+	return Config{
+		Timeout: 5 * time.Second, Retries: 3,
+		MaxPostsPerNode: 20, MaxPostsPerSource: 5, MaxPagesPerNode: 10, PerNodeWindow: 10 * time.Minute,
+	}
+}
+
+// capped reports whether any cap is set.
+func (c Config) capped() bool {
+	return c.MaxPostsPerNode > 0 || c.MaxPostsPerSource > 0 || c.MaxPagesPerNode > 0
 }
 
 // Validate checks the section.
@@ -77,6 +111,17 @@ func (c Config) Validate() error {
 	if c.Retries < 0 {
 		errs = append(errs, errors.New("webhook.retries must not be negative"))
 	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"max_posts_per_node", c.MaxPostsPerNode}, {"max_posts_per_source", c.MaxPostsPerSource}, {"max_pages_per_node", c.MaxPagesPerNode}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("webhook.%s %d must not be negative (0: no cap)", f.key, f.v))
+		}
+	}
+	if c.capped() && c.PerNodeWindow <= 0 {
+		errs = append(errs, fmt.Errorf("webhook.per_node_window %s must be positive with a cap set", c.PerNodeWindow))
+	}
 	return errors.Join(errs...)
 }
 
@@ -92,13 +137,17 @@ type Options struct {
 	// Transport sends the requests; nil is http.DefaultTransport (tests
 	// pass an httptest TLS server's, which trusts its certificate).
 	Transport http.RoundTripper
+	// PostsCapped counts posts refused by the caps, by reason
+	// (metadata.TelemetryAttrReason); nil counts nothing.
+	PostsCapped metric.Int64Counter
 }
 
 // Client posts to one endpoint. Safe for concurrent use.
 type Client struct {
-	cfg  Config
-	opts Options
-	http *http.Client
+	cfg     Config
+	opts    Options
+	http    *http.Client
+	limiter *Limiter // nil: no cap set
 }
 
 // New returns a client for cfg.
@@ -115,13 +164,31 @@ func New(cfg Config, opts Options) *Client {
 	if opts.MaxBackoff < opts.InitialBackoff {
 		opts.MaxBackoff = opts.InitialBackoff
 	}
-	return &Client{cfg: cfg, opts: opts, http: &http.Client{
+	c := &Client{cfg: cfg, opts: opts, http: &http.Client{
 		Timeout:   cfg.Timeout,
 		Transport: opts.Transport,
 		// A redirect is answered, not followed: following could resend the
 		// signed body to another host, or downgrade https to http.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
+	if cfg.capped() {
+		c.limiter = NewLimiter(cfg, opts.Now)
+	}
+	return c
+}
+
+// Admit applies the caps to one post before it is built: a refused post is
+// counted here, and the caller audits it and sends nothing. It never
+// blocks.
+func (c *Client) Admit(ctx context.Context, p Post) Verdict {
+	if c.limiter == nil {
+		return Verdict{OK: true}
+	}
+	v := c.limiter.Admit(p)
+	if !v.OK && c.opts.PostsCapped != nil {
+		c.opts.PostsCapped.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String(metadata.TelemetryAttrReason, v.Cap))))
+	}
+	return v
 }
 
 // Close releases idle connections.

@@ -268,7 +268,7 @@ func TestPayloadFaultKeysAreTheRecordAttributes(t *testing.T) {
 	r := fault.Record{ID: "a07573c9c14f1fae", Type: fault.TypeGPUMemoryDBE, State: fault.StateOpen, Severity: fault.SeverityP1,
 		Confidence: 0.9, Rule: "xid_dbe", Action: fault.ActionCordon, BlastRadius: fault.BlastGPU,
 		Entity: fault.Entity{Kind: fault.EntityGPU, Key: "GPU-5"}, XID: 48, HostName: "xl003", GPUUUID: "GPU-5",
-		JobID: "llama-70b", RankKnown: true, Rank: 3, FirstSeen: at, LastSeen: at,
+		JobID: "llama-70b", RankKnown: true, Rank: 3, FirstSeen: at, LastSeen: at, PresentAtStart: true,
 		Evidence: []fault.Evidence{{Signal: "gpu.xid", Value: 48, Time: at}}}
 	lr := plog.NewLogRecord()
 	r.ToLogRecord(lr)
