@@ -31,6 +31,7 @@ type options struct {
 	partitions        int
 	maxMessageBytes   int
 	readyFile         string
+	controlListen     string
 	// SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and TLS, both off by default.
 	saslMechanism, saslUser, saslPassword string
 	tlsCert, tlsKey                       string
@@ -44,6 +45,7 @@ func main() {
 	flag.StringVar(&topics, "topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "comma-separated topics to create at start")
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions per topic")
 	flag.IntVar(&o.maxMessageBytes, "max-message-bytes", 1048588, "broker message.max.bytes (Kafka's default)")
+	flag.StringVar(&o.controlListen, "control-listen", "", "serve the HTTP control endpoint (PUT/DELETE/GET /topics/{topic}/unwritable) here")
 	flag.StringVar(&o.readyFile, "ready-file", "", "write the listen address here once the broker accepts connections")
 	flag.StringVar(&o.saslUser, "sasl-user", "", "require SASL: the one user clients must authenticate as")
 	flag.StringVar(&o.saslPassword, "sasl-password", "", "that user's password")
@@ -136,6 +138,13 @@ func run(o options) error {
 		return err
 	}
 	defer cluster.Close()
+	if o.controlListen != "" {
+		stopControl, err := serveControl(o.controlListen, newWriteControl(cluster))
+		if err != nil {
+			return err
+		}
+		defer stopControl()
+	}
 
 	// With -advertise, ListenAddrs reports the advertised address.
 	addrs := strings.Join(cluster.ListenAddrs(), ",")
