@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -42,7 +43,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	brokerAddr := freeAddr(t)
 	broker := startProcess(t, "kfakebroker", nil, brokerBin,
 		"-listen", brokerAddr, "-advertise", brokerAddr,
-		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3",
+		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults,gpu_fault_decisions", "-partitions", "3",
 		"-tls-cert", certFile, "-tls-key", keyFile,
 		"-sasl-user", user, "-sasl-password", password, "-sasl-mechanism", "SCRAM-SHA-512")
 
@@ -138,6 +139,46 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 			}
 			return nil
 		}, all...)
+	})
+
+	t.Run("remediation reads gpu_faults and writes its decision log", func(t *testing.T) {
+		// An XID 79 as an agent would write it: the gateway's correlator opens
+		// a fault on gpu_faults, the gpu_faults receiver hands it to
+		// remediation, whose decision reaches gpu_fault_decisions: all three
+		// Kafka clients of the path authenticated.
+		cl, err := kgo.NewClient(append(authed, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		(&agentProducer{cl: cl}).xid79(t, injected{host: "tls-node-0", partition: 0})
+
+		reader, err := kgo.NewClient(append(authed, kgo.ConsumeTopics("gpu_fault_decisions"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reader.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		decided := false
+		for !decided && ctx.Err() == nil {
+			reader.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				var dec decision
+				if err := json.Unmarshal(r.Value, &dec); err != nil {
+					t.Errorf("gpu_fault_decisions: %v", err)
+					return
+				}
+				for _, e := range dec.Entries {
+					if e.Step == "quarantine" && e.Decision == "dry_run" {
+						decided = true
+					}
+				}
+			})
+		}
+		if !decided {
+			t.Fatalf("no dry-run quarantine on gpu_fault_decisions through TLS and SASL: %v", ctx.Err())
+		}
 	})
 
 	t.Run("a client without credentials is refused", func(t *testing.T) {
