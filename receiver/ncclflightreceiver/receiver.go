@@ -431,8 +431,8 @@ func analysisProblem(f analysis.Finding, key string) problem {
 		evidence[k] = v
 	}
 	attrs := map[string]any{
-		semconv.AttrNCCLPGName: f.PGName,
-		semconv.AttrNCCLRanks:  ranks,
+		semconv.AttrNCCLPGName:   f.PGName,
+		semconv.AttrNCCLRanks:    ranks,
 		semconv.AttrNCCLEvidence: evidence,
 	}
 	if f.PGDesc != "" {
