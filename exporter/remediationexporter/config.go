@@ -13,6 +13,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 )
 
 // Config is the configuration of the remediation exporter. README.md shows
@@ -144,16 +145,7 @@ func (d *DecisionsConfig) validate() error {
 	if err := configkafka.ClientConfig(d.KafkaClientConfig).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if d.Authentication.Kerberos != nil {
-		errs = append(errs, errors.New("auth.kerberos: not supported; use auth.sasl with PLAIN or SCRAM-SHA-256/512"))
-	}
-	if s := d.Authentication.SASL; s != nil {
-		switch s.Mechanism {
-		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-		default:
-			errs = append(errs, fmt.Errorf("auth.sasl.mechanism %q: not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism))
-		}
-	}
+	errs = append(errs, kafkaclient.Unsupported(configkafka.ClientConfig(d.KafkaClientConfig))...)
 	if d.Topic == "" {
 		errs = append(errs, errors.New("topic must not be empty"))
 	}

@@ -56,7 +56,7 @@ func TestDecisionsConfigRejects(t *testing.T) {
 
 	err = loadConfig(t, "decisions_unsupported").Validate()
 	require.Error(t, err)
-	for _, want := range []string{"decisions: auth.kerberos", "topic must not be empty", "max_keys 0", "timeout 10ms"} {
+	for _, want := range []string{"decisions: auth::kerberos", "topic must not be empty", "max_keys 0", "timeout 10ms"} {
 		assert.Contains(t, err.Error(), want)
 	}
 

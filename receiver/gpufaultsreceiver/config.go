@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 )
 
 // Config is the receiver's configuration. The client part has the keys of
@@ -41,9 +43,6 @@ type RetryBackoff struct {
 	MaxInterval     time.Duration `mapstructure:"max_interval"`
 }
 
-// saslMechanisms are the SASL mechanisms mapped to franz-go.
-var saslMechanisms = map[string]bool{"PLAIN": true, "SCRAM-SHA-256": true, "SCRAM-SHA-512": true}
-
 // Validate checks the configuration; errors name the key.
 func (c *Config) Validate() error {
 	var errs []error
@@ -76,17 +75,7 @@ func (c *Config) Validate() error {
 	}
 	// What the contrib client builder supports and this receiver does not
 	// map to franz-go is refused rather than ignored.
-	if c.Authentication.Kerberos != nil {
-		add("auth::kerberos is not supported by the gpu_faults receiver; use auth::sasl (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
-	}
-	if s := c.Authentication.SASL; s != nil {
-		if !saslMechanisms[s.Mechanism] {
-			add("auth::sasl::mechanism %q is not supported by the gpu_faults receiver; want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
-		}
-		if s.Username == "" || s.Password == "" {
-			add("auth::sasl: username and password are required")
-		}
-	}
+	errs = append(errs, kafkaclient.Unsupported(c.ClientConfig)...)
 	if !c.UseLeaderEpoch {
 		add("use_leader_epoch: false is not supported by the gpu_faults receiver")
 	}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver/internal/metadata"
 )
@@ -180,7 +181,7 @@ func marshalBody(t *testing.T, b string) []byte {
 // clientOptsForTest is the receiver's own client options for cfg, for a
 // producer that must pass the same TLS and SASL.
 func clientOptsForTest(t *testing.T, cfg *Config) ([]kgo.Opt, error) {
-	return clientOpts(context.Background(), cfg, zaptest.NewLogger(t))
+	return kafkaclient.Options(context.Background(), cfg.ClientConfig, zaptest.NewLogger(t))
 }
 
 func produceRaw(t *testing.T, cl *kgo.Client, p int32, value []byte) {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver/internal/metadata"
 )
 
@@ -59,7 +60,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFa
 }
 
 func (r *gpuFaultsReceiver) Start(ctx context.Context, _ component.Host) error {
-	opts, err := clientOpts(ctx, r.cfg, r.logger)
+	opts, err := kafkaclient.Options(ctx, r.cfg.ClientConfig, r.logger)
 	if err != nil {
 		return fmt.Errorf("gpufaultsreceiver: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 )
 
 // Decision is one message of the log (its JSON value; the Kafka key is the
@@ -60,7 +61,7 @@ type Log struct {
 
 // New builds the client; it connects on first use.
 func New(ctx context.Context, o Options) (*Log, error) {
-	opts, err := ClientOptions(ctx, o.Client)
+	opts, err := kafkaclient.Options(ctx, o.Client, nil)
 	if err != nil {
 		return nil, err
 	}
