@@ -82,27 +82,13 @@ func (s *startRules) addXIDCodes(rs []rules.Rule) {
 			continue
 		}
 		for _, code := range cond.In {
-			if n, ok := number64(code); ok && n > 0 {
+			if n, ok := rules.Number(code); ok && n > 0 {
 				if _, dup := s.xid[int(n)]; !dup {
 					s.xid[int(n)] = r
 				}
 			}
 		}
 	}
-}
-
-func number64(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case float64:
-		return n, true
-	}
-	return 0, false
 }
 
 // resStart finds, once per resource and only when a check needs it, the

@@ -359,7 +359,7 @@ func (c Condition) inSet(p point, texts *textTable) bool {
 			}
 			continue
 		}
-		if n, ok := c.inNumber(v); ok && p.text == 0 && p.value == n {
+		if n, ok := Number(v); ok && p.text == 0 && p.value == n {
 			return true
 		}
 	}

@@ -228,7 +228,7 @@ func (c Condition) validate() error {
 			return fmt.Errorf("in: cannot be combined with op, value or agg")
 		}
 		for j, v := range c.In {
-			if _, ok := c.inNumber(v); ok {
+			if _, ok := Number(v); ok {
 				continue
 			}
 			if _, ok := v.(string); !ok {
@@ -256,8 +256,9 @@ func (c Condition) validate() error {
 	return nil
 }
 
-// inNumber converts a YAML number from an in: list.
-func (Condition) inNumber(v any) (float64, bool) {
+// Number converts a YAML number (a rule's in: list, a match's XID codes)
+// to float64; anything else is not a number.
+func Number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case int:
 		return float64(n), true
