@@ -481,6 +481,10 @@ type auditEntry struct {
 	Reason   string    `json:"reason"`
 	Step     string    `json:"step"`
 	FaultID  string    `json:"fault.id"`
+	Severity string    `json:"fault.severity"`
+	Node     string    `json:"node"`
+	Rule     string    `json:"rule"`
+	Actions  []string  `json:"actions"`
 }
 
 // quarantines are the audit file's dry-run quarantine entries.
