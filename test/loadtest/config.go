@@ -47,6 +47,9 @@ func OwnTypes(root string) (map[string]bool, error) {
 	return own, nil
 }
 
+// gpuFaultsReceiverType is receiver/gpufaultsreceiver's type.
+const gpuFaultsReceiverType = "gpu_faults"
+
 func componentType(id string) string {
 	typ, _, _ := strings.Cut(id, "/")
 	return typ
@@ -183,8 +186,8 @@ func (c GatewayConfig) ContribOnly(ownTypes map[string]bool) (GatewayConfig, err
 }
 
 // WithoutDetection is the configuration without fault detection (the
-// */detect pipelines, the correlator wherever it is fed, and what only it
-// feeds): what the backends' path
+// */detect pipelines, the correlator wherever it is fed, what only it
+// feeds, and remediation's pipeline from gpu_faults): what the backends' path
 // alone costs, to attribute the full gateway's extra cost.
 func (c GatewayConfig) WithoutDetection() (GatewayConfig, error) {
 	out, err := c.clone()
@@ -193,12 +196,16 @@ func (c GatewayConfig) WithoutDetection() (GatewayConfig, error) {
 	}
 	pipelines := out.pipelines()
 	for name, p := range pipelines {
-		if strings.HasSuffix(name, "/detect") {
+		pm, _ := asMap(p)
+		// Detection's inputs, and remediation, which reads what detection
+		// wrote to gpu_faults.
+		if strings.HasSuffix(name, "/detect") || slices.ContainsFunc(asStrings(pm["receivers"]), func(id string) bool {
+			return componentType(id) == gpuFaultsReceiverType
+		}) {
 			delete(pipelines, name)
 			continue
 		}
 		// The traces pipeline feeds the correlator beside its backends.
-		pm, _ := asMap(p)
 		pm["exporters"] = toAny(slices.DeleteFunc(asStrings(pm["exporters"]), func(id string) bool {
 			return componentType(id) == "faultcorrelator"
 		}))

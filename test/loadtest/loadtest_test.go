@@ -203,6 +203,7 @@ func TestWithoutDetection(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(out), "faultcorrelator")
 	assert.NotContains(t, string(out), "remediation")
+	assert.NotContains(t, string(out), "gpu_faults", "remediation's input and detection's output go with detection")
 }
 
 // runWith is a run whose spans phase took cpuPerMillion CPU-s per million.
