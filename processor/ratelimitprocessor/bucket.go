@@ -3,9 +3,15 @@ package ratelimitprocessor // import "github.com/otelcol-gpu/otelcol-gpu/process
 // bucket is one key's token bucket, also a node of its table's
 // least-recently-used list.
 type bucket struct {
-	key    string
+	key string
+	// label is the dropped_items key of a node bucket's drops, made on
+	// its first drop.
+	label  string
 	tokens float64
-	last   int64 // unix nanoseconds of the last refill
+	// debt is what protected items took beyond the tokens, at most the
+	// protected reserve; the refill repays it before it adds tokens.
+	debt float64
+	last int64 // unix nanoseconds of the last refill
 	// warned: the first drop of this bucket's life was logged; later drops
 	// are only counted, so a runaway key logs once, not once a batch.
 	warned     bool
@@ -21,11 +27,28 @@ func (b *bucket) take() bool {
 	return false
 }
 
+// canProtected reports whether a protected item may pass: by a debt
+// within reserve (first, so the tokens stay for unprotected items of the
+// same batch), else by a token.
+func (b *bucket) canProtected(reserve float64) bool { return b.debt+1 <= reserve || b.tokens >= 1 }
+
+// takeProtected charges a protected item that canProtected admitted.
+func (b *bucket) takeProtected(reserve float64) {
+	if b.debt+1 <= reserve {
+		b.debt++
+		return
+	}
+	b.tokens--
+}
+
 // refill adds the tokens earned since the last refill, up to burst. A clock
 // that went backwards earns nothing and restarts from now.
 func (b *bucket) refill(now int64, rate, burst float64) {
 	if elapsed := now - b.last; elapsed > 0 {
-		b.tokens = min(burst, b.tokens+float64(elapsed)*rate/1e9)
+		earned := float64(elapsed) * rate / 1e9
+		repaid := min(b.debt, earned)
+		b.debt -= repaid
+		b.tokens = min(burst, b.tokens+earned-repaid)
 	}
 	b.last = now
 }

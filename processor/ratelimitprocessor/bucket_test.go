@@ -69,3 +69,34 @@ func TestBucketTableEvictsLeastRecentlyUsed(t *testing.T) {
 	assert.Equal(t, tb.len(), n)
 	assert.Equal(t, "a", tb.head.key)
 }
+
+// protectedPasses charges n protected items to key's bucket at now with
+// the given reserve and returns how many passed.
+func protectedPasses(tb *bucketTable, key string, now time.Time, reserve float64, n int) int {
+	b, _ := tb.get(key, now.UnixNano())
+	got := 0
+	for i := 0; i < n; i++ {
+		if b.canProtected(reserve) {
+			b.takeProtected(reserve)
+			got++
+		}
+	}
+	return got
+}
+
+func TestProtectedDebtRepaidBeforeTokens(t *testing.T) {
+	tb := newBucketTable(10, 5, 100) // 10/s, burst 5
+	now := t0
+	assert.Equal(t, 3, protectedPasses(tb, "a", now, 3, 3), "the reserve first")
+	assert.Equal(t, 5, passes(tb, "a", now, 10), "the tokens stay for unprotected items")
+	assert.Equal(t, 0, protectedPasses(tb, "a", now, 3, 10), "reserve and tokens spent")
+
+	now = now.Add(200 * time.Millisecond) // 2 tokens earned: both repay debt
+	assert.Equal(t, 0, passes(tb, "a", now, 10), "the debt is repaid before tokens accrue")
+	assert.Equal(t, 2, protectedPasses(tb, "a", now, 3, 10), "the repaid part of the reserve is free again")
+
+	now = now.Add(time.Second) // 10 earned: 3 repay the debt, 5 fill the bucket
+	assert.Equal(t, 5, passes(tb, "a", now, 10))
+	assert.Equal(t, 3, protectedPasses(tb, "a", now, 3, 10))
+	assert.Equal(t, 5, protectedPasses(tb, "b", now, 0, 10), "no reserve: tokens only")
+}

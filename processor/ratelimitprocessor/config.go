@@ -36,6 +36,30 @@ type TracesConfig struct {
 	// Burst is the bucket's size: how many spans a key may send at once
 	// after being quiet. Default 200000.
 	Burst int `mapstructure:"burst"`
+	// ProtectedReserve is how far below empty a key's bucket (and its
+	// node's) may go for protected spans (error status, step.slow): they
+	// are charged like any span but dropped last. Default 10000.
+	ProtectedReserve int `mapstructure:"protected_reserve"`
+	// PerNode is one budget over all keys of a node, so that rotating the
+	// key (a new job id per batch) cannot multiply a sender's budget.
+	PerNode PerNodeConfig `mapstructure:"per_node"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// PerNodeConfig is the span budget of a node over all its keys.
+type PerNodeConfig struct {
+	// Enabled: false leaves only the per-key budget. Default true.
+	Enabled bool `mapstructure:"enabled"`
+	// Key is the attribute naming the node: resource, then span, then
+	// client metadata. Default host.name (on the agent the provenance
+	// processor stamps it on everything a script sends).
+	Key string `mapstructure:"key"`
+	// SpansPerSecond is the sustained rate per node. Default 200000.
+	SpansPerSecond float64 `mapstructure:"spans_per_second"`
+	// Burst is the node bucket's size. Default 400000.
+	Burst int `mapstructure:"burst"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -57,14 +81,20 @@ type LogsConfig struct {
 	// or INFO cover their level (INFO: INFO to INFO4); TRACE2..INFO4 name
 	// one severity number. Default INFO.
 	MaxSeverity string `mapstructure:"max_severity"`
+	// ProtectedReserve is how far below empty a key's bucket may go for
+	// protected records that do not come from this collector's own
+	// receivers (WARN and above, step records, training.error, ...): they
+	// are charged like any record but dropped last. Default 1000.
+	ProtectedReserve int `mapstructure:"protected_reserve"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
 // severityLevels maps the accepted max_severity names (upper case) to the
-// highest severity number they cover. WARN and above are never limited, so
-// they are not accepted.
+// highest severity number they cover. WARN and above are never limited by
+// max_severity (they are priority: charged, dropped last), so they are not
+// accepted.
 var severityLevels = map[string]plog.SeverityNumber{
 	"TRACE": plog.SeverityNumberTrace4, "TRACE2": plog.SeverityNumberTrace2, "TRACE3": plog.SeverityNumberTrace3, "TRACE4": plog.SeverityNumberTrace4,
 	"DEBUG": plog.SeverityNumberDebug4, "DEBUG2": plog.SeverityNumberDebug2, "DEBUG3": plog.SeverityNumberDebug3, "DEBUG4": plog.SeverityNumberDebug4,
@@ -86,9 +116,14 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Traces.Enabled {
 		errs = append(errs, validateBucket("traces", cfg.Traces.Key, "spans_per_second", cfg.Traces.SpansPerSecond, cfg.Traces.Burst)...)
+		errs = append(errs, validateReserve("traces", cfg.Traces.ProtectedReserve)...)
+		if n := cfg.Traces.PerNode; n.Enabled {
+			errs = append(errs, validateBucket("traces::per_node", n.Key, "spans_per_second", n.SpansPerSecond, n.Burst)...)
+		}
 	}
 	if cfg.Logs.Enabled {
 		errs = append(errs, validateBucket("logs", cfg.Logs.Key, "records_per_second", cfg.Logs.RecordsPerSecond, cfg.Logs.Burst)...)
+		errs = append(errs, validateReserve("logs", cfg.Logs.ProtectedReserve)...)
 		if _, ok := cfg.Logs.maxSeverityNumber(); !ok {
 			errs = append(errs, fmt.Errorf("logs::max_severity: must be one of TRACE, DEBUG, INFO (or TRACE2..INFO4); WARN and above are never limited; got %q", cfg.Logs.MaxSeverity))
 		}
@@ -108,4 +143,11 @@ func validateBucket(section, key, rateName string, rate float64, burst int) []er
 		errs = append(errs, fmt.Errorf("%s::burst: must be at least 1, got %d", section, burst))
 	}
 	return errs
+}
+
+func validateReserve(section string, reserve int) []error {
+	if reserve < 0 {
+		return []error{fmt.Errorf("%s::protected_reserve: must be 0 or more, got %d", section, reserve)}
+	}
+	return nil
 }

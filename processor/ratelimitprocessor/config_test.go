@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-gpu/otelcol-gpu/processor/ratelimitprocessor/internal/metadata"
@@ -44,6 +45,12 @@ func TestDefaultConfig(t *testing.T) {
 	assert.InDelta(t, 200, cfg.Logs.RecordsPerSecond, 0)
 	assert.Equal(t, 1000, cfg.Logs.Burst)
 	assert.Equal(t, "INFO", cfg.Logs.MaxSeverity)
+	assert.Equal(t, 10_000, cfg.Traces.ProtectedReserve)
+	assert.Equal(t, 1000, cfg.Logs.ProtectedReserve)
+	assert.True(t, cfg.Traces.PerNode.Enabled)
+	assert.Equal(t, "host.name", cfg.Traces.PerNode.Key)
+	assert.InDelta(t, 200_000, cfg.Traces.PerNode.SpansPerSecond, 0)
+	assert.Equal(t, 400_000, cfg.Traces.PerNode.Burst)
 	sev, ok := cfg.Logs.maxSeverityNumber()
 	require.True(t, ok)
 	assert.Equal(t, plog.SeverityNumberInfo4, sev, "INFO covers INFO to INFO4")
@@ -56,6 +63,11 @@ func TestFullConfig(t *testing.T) {
 	assert.Equal(t, "k8s.pod.name", cfg.Traces.Key)
 	assert.InDelta(t, 5000, cfg.Traces.SpansPerSecond, 0)
 	assert.Equal(t, 12000, cfg.Traces.Burst)
+	assert.Equal(t, 300, cfg.Traces.ProtectedReserve)
+	assert.Equal(t, "k8s.node.name", cfg.Traces.PerNode.Key)
+	assert.InDelta(t, 8000, cfg.Traces.PerNode.SpansPerSecond, 0)
+	assert.Equal(t, 30000, cfg.Traces.PerNode.Burst)
+	assert.Equal(t, 0, cfg.Logs.ProtectedReserve)
 	assert.Equal(t, "k8s.node.name", cfg.Logs.Key)
 	assert.InDelta(t, 0.5, cfg.Logs.RecordsPerSecond, 0)
 	assert.Equal(t, 20, cfg.Logs.Burst)
@@ -82,9 +94,23 @@ func TestInvalidConfigNamesEveryKey(t *testing.T) {
 		"logs::records_per_second: must be a finite number greater than 0, got 0",
 		"logs::burst: must be at least 1, got -5",
 		`logs::max_severity: must be one of TRACE, DEBUG, INFO (or TRACE2..INFO4); WARN and above are never limited; got "WARN"`,
+		"traces::protected_reserve: must be 0 or more, got -1",
+		"traces::per_node::key: must not be empty",
+		"traces::per_node::spans_per_second: must be a finite number greater than 0, got +Inf",
+		"traces::per_node::burst: must be at least 1, got -2",
+		"logs::protected_reserve: must be 0 or more, got -7",
 	} {
 		assert.ErrorContains(t, err, want)
 	}
+}
+
+func TestDisabledNodeBudgetIsNotChecked(t *testing.T) {
+	cfg := loadConfig(t, "no_per_node")
+	require.NoError(t, confmap.Validate(cfg))
+	assert.False(t, cfg.Traces.PerNode.Enabled)
+	p, err := newTracesProcessor(cfg, newHarness(t).set, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	assert.Nil(t, p.lim.node)
 }
 
 func TestUnknownSeverityRejected(t *testing.T) {
@@ -109,6 +135,11 @@ func TestValidateRejectsEachBadValue(t *testing.T) {
 		"max_severity ERROR":     {func(c *Config) { c.Logs.MaxSeverity = "ERROR" }, "logs::max_severity"},
 		"max_severity empty":     {func(c *Config) { c.Logs.MaxSeverity = "" }, "logs::max_severity"},
 		"max_keys negative":      {func(c *Config) { c.MaxKeys = -3 }, "max_keys"},
+		"per_node rate NaN":      {func(c *Config) { c.Traces.PerNode.SpansPerSecond = math.NaN() }, "traces::per_node::spans_per_second"},
+		"per_node burst zero":    {func(c *Config) { c.Traces.PerNode.Burst = 0 }, "traces::per_node::burst"},
+		"per_node key empty":     {func(c *Config) { c.Traces.PerNode.Key = "" }, "traces::per_node::key"},
+		"traces reserve neg":     {func(c *Config) { c.Traces.ProtectedReserve = -1 }, "traces::protected_reserve"},
+		"logs reserve neg":       {func(c *Config) { c.Logs.ProtectedReserve = -1 }, "logs::protected_reserve"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig().(*Config)

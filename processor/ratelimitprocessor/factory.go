@@ -25,10 +25,17 @@ func NewFactory() processor.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		Traces: TracesConfig{
-			Enabled:        true,
-			Key:            semconv.AttrTrainingJobID,
-			SpansPerSecond: 100_000,
-			Burst:          200_000,
+			Enabled:          true,
+			Key:              semconv.AttrTrainingJobID,
+			SpansPerSecond:   100_000,
+			Burst:            200_000,
+			ProtectedReserve: 10_000,
+			PerNode: PerNodeConfig{
+				Enabled:        true,
+				Key:            semconv.AttrHostName,
+				SpansPerSecond: 200_000,
+				Burst:          400_000,
+			},
 		},
 		Logs: LogsConfig{
 			Enabled:          true,
@@ -36,6 +43,7 @@ func createDefaultConfig() component.Config {
 			RecordsPerSecond: 200,
 			Burst:            1000,
 			MaxSeverity:      "INFO",
+			ProtectedReserve: 1000,
 		},
 		MaxKeys: 10_000,
 	}

@@ -183,7 +183,7 @@ func TestLogsLRUEviction(t *testing.T) {
 	}
 	require.NoError(t, p.ConsumeLogs(context.Background(), ld))
 	assert.Equal(t, 10, sink.LogRecordCount(), "each new host starts full")
-	assert.Equal(t, 3, p.lim.table.len())
+	assert.Equal(t, 3, p.lim.key.table.len())
 	assert.Equal(t, map[string]int64{"signal=logs": 7}, h.counter(t, "otelcol_processor_ratelimit_evicted_keys"))
 }
 

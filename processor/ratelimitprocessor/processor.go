@@ -36,7 +36,12 @@ func newTracesProcessor(cfg *Config, set processor.Settings, next consumer.Trace
 	if err != nil {
 		return nil, fmt.Errorf("ratelimitprocessor: telemetry: %w", err)
 	}
-	p.lim = newLimiter("traces", cfg.Traces.Key, cfg.Traces.SpansPerSecond, cfg.Traces.Burst, cfg.MaxKeys, set.Logger, tb)
+	var node *budget
+	if n := cfg.Traces.PerNode; n.Enabled {
+		node = newBudget(n.Key, n.SpansPerSecond, n.Burst, cfg.MaxKeys)
+	}
+	p.lim = newLimiter("traces", newBudget(cfg.Traces.Key, cfg.Traces.SpansPerSecond, cfg.Traces.Burst, cfg.MaxKeys),
+		node, cfg.Traces.ProtectedReserve, set.Logger, tb)
 	return p, nil
 }
 
@@ -51,20 +56,27 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	ps := p.lim.begin(ctx)
 	p.lim.mu.Lock()
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		resKey, resHasKey := attrKey(rs.Resource().Attributes(), ps.keyAttr)
+		resKey, resHasKey := attrKey(rs.Resource().Attributes(), ps.key.b.keyAttr)
+		resNode, resHasNode := "", true
+		if p.lim.node != nil {
+			resNode, resHasNode = attrKey(rs.Resource().Attributes(), ps.node.b.keyAttr)
+		}
 		droppedHere := false
 		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
 			dropped := false
 			ss.Spans().RemoveIf(func(sp ptrace.Span) bool {
-				if spanProtected(sp) {
-					ps.protected++
-					return false
-				}
-				key := resKey
+				protected := spanClass(sp) != unprotected
+				key, node := resKey, resNode
 				if !resHasKey {
-					key = ps.keyOf(sp.Attributes())
+					key = ps.key.keyOf(ctx, sp.Attributes())
 				}
-				if p.lim.admit(ps, key) {
+				if !resHasNode {
+					node = ps.node.keyOf(ctx, sp.Attributes())
+				}
+				if p.lim.admit(ps, key, node, protected) {
+					if protected {
+						ps.protected++
+					}
 					return false
 				}
 				dropped = true
@@ -107,7 +119,8 @@ func newLogsProcessor(cfg *Config, set processor.Settings, next consumer.Logs) (
 		return nil, fmt.Errorf("ratelimitprocessor: telemetry: %w", err)
 	}
 	p.maxSeverity = maxSeverity
-	p.lim = newLimiter("logs", cfg.Logs.Key, cfg.Logs.RecordsPerSecond, cfg.Logs.Burst, cfg.MaxKeys, set.Logger, tb)
+	p.lim = newLimiter("logs", newBudget(cfg.Logs.Key, cfg.Logs.RecordsPerSecond, cfg.Logs.Burst, cfg.MaxKeys),
+		nil, cfg.Logs.ProtectedReserve, set.Logger, tb)
 	return p, nil
 }
 
@@ -122,25 +135,32 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	ps := p.lim.begin(ctx)
 	p.lim.mu.Lock()
 	ld.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
-		resKey, resHasKey := attrKey(rl.Resource().Attributes(), ps.keyAttr)
+		resKey, resHasKey := attrKey(rl.Resource().Attributes(), ps.key.b.keyAttr)
 		droppedHere := false
 		rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
 			scopeProtected := protectedScopes[sl.Scope().Name()]
 			dropped := false
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
 				sev := effectiveSeverity(lr)
-				if scopeProtected || sev >= plog.SeverityNumberWarn || recordProtected(lr) {
+				c := recordClass(lr)
+				if c == trusted {
 					ps.protected++
-					return false
+					return false // this collector's own evidence: never charged
 				}
-				if sev > p.maxSeverity {
+				if c == unprotected && (scopeProtected || sev >= plog.SeverityNumberWarn) {
+					c = priority
+				}
+				if c == unprotected && sev > p.maxSeverity {
 					return false // above max_severity, below WARN: not limited
 				}
 				key := resKey
 				if !resHasKey {
-					key = ps.keyOf(lr.Attributes())
+					key = ps.key.keyOf(ctx, lr.Attributes())
 				}
-				if p.lim.admit(ps, key) {
+				if p.lim.admit(ps, key, "", c == priority) {
+					if c == priority {
+						ps.protected++
+					}
 					return false
 				}
 				dropped = true

@@ -11,30 +11,54 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
-// spanProtected: error spans and slow steps (step.slow, written by the
-// straggler processor) are what tail sampling and fault evidence need, so
-// they are never dropped.
-func spanProtected(sp ptrace.Span) bool {
+// class is how an item is treated by its budgets.
+type class uint8
+
+const (
+	// unprotected items pass while their bucket has a token.
+	unprotected class = iota
+	// priority items are what tail sampling and fault evidence need, but
+	// any sender can claim them (an error status, step.slow, WARN, a
+	// protected scope name): they are charged like any item and may take
+	// the bucket down to minus the protected reserve, so they are dropped
+	// last, and a sender that marks everything protected still gets its
+	// budget plus the reserve, not more.
+	priority
+	// trusted items carry names that only this collector's own receivers
+	// may write (hardware signals, fault.* attributes): the agent's
+	// provenance processor renames them under forged. in everything that
+	// arrives over OTLP, and the gateway reads only what agents vetted.
+	// They are never charged.
+	trusted
+)
+
+// spanClass: error spans and slow steps (step.slow, written by the
+// straggler processor) are priority; a script can set both.
+func spanClass(sp ptrace.Span) class {
 	if sp.Status().Code() == ptrace.StatusCodeError {
-		return true
+		return priority
 	}
 	v, ok := sp.Attributes().Get(semconv.AttrStepSlow)
 	if !ok {
-		return false
+		return unprotected
 	}
 	switch v.Type() {
 	case pcommon.ValueTypeBool:
-		return v.Bool()
+		if v.Bool() {
+			return priority
+		}
 	case pcommon.ValueTypeStr:
-		return strings.EqualFold(v.Str(), "true")
-	default:
-		return false
+		if strings.EqualFold(v.Str(), "true") {
+			return priority
+		}
 	}
+	return unprotected
 }
 
-// protectedScopes are the scopes of records that are never limited:
-// every record of the GPU and NCCL receivers (XIDs, hung GPUs, NCCL
-// findings) and the correlator's fault records.
+// protectedScopes are the scopes of the GPU and NCCL receivers (XIDs,
+// hung GPUs, NCCL findings) and of the correlator's fault records. A
+// scope name is a sender's claim: their records are priority; those that
+// carry a hardware signal or a fault.* attribute are trusted.
 var protectedScopes = map[string]bool{
 	semconv.ScopeDCGMReceiver:       true,
 	semconv.ScopeNCCLFlightReceiver: true,
@@ -42,7 +66,8 @@ var protectedScopes = map[string]bool{
 }
 
 // protectedAttrs mark a record as evidence of a fault wherever it came
-// from (a script's own log, kmsg relayed over OTLP).
+// from (a script's own log, kmsg relayed over OTLP): priority, or trusted
+// when the name is a hardware signal (semconv.HardwareSignal).
 var protectedAttrs = map[string]bool{
 	"xid":                         true, // bare XID code, as some log shippers name it
 	semconv.AttrGPUXID:            true, // gpu.xid: the dcgm receiver's XID records (ECC XIDs 48, 63, 64, 94, 95 among them)
@@ -66,22 +91,30 @@ func protectedEvent(name string) bool {
 	return false
 }
 
-// recordProtected reports whether a record is fault evidence or a step
-// record by its event name or attributes (severity and scope are checked
-// by the caller).
-func recordProtected(lr plog.LogRecord) bool {
-	if protectedEvent(lr.EventName()) {
-		return true
+// recordClass classes a record by its event name and attributes; a
+// protected scope or a severity of WARN or more (checked by the caller)
+// make an unprotected record priority.
+func recordClass(lr plog.LogRecord) class {
+	c := eventClass(lr.EventName())
+	if c == trusted {
+		return c
 	}
-	protected, step, duration := false, false, false
+	step, duration := false, false
 	lr.Attributes().Range(func(k string, v pcommon.Value) bool {
 		switch {
-		case protectedAttrs[k]:
-			protected = true
-		case k == semconv.AttrEventName:
-			protected = v.Type() == pcommon.ValueTypeStr && protectedEvent(v.Str())
 		case strings.HasPrefix(k, fault.FaultAttrPrefix):
-			protected = true
+			// forged.fault.* (provenance, fault.StripForged) does not match.
+			c = trusted
+		case k == semconv.AttrEventName:
+			if v.Type() == pcommon.ValueTypeStr {
+				c = max(c, eventClass(v.Str()))
+			}
+		case protectedAttrs[k]:
+			if semconv.HardwareSignal(k) {
+				c = trusted
+			} else {
+				c = max(c, priority)
+			}
 		// iteration.step with duration_ns is a step record sent as a log
 		// (connector/steplogsconnector turns it into the rank's train.step span).
 		case k == semconv.AttrIterationStep:
@@ -89,9 +122,26 @@ func recordProtected(lr plog.LogRecord) bool {
 		case k == semconv.AttrDurationNs:
 			duration = true
 		}
-		return !protected
+		return c != trusted
 	})
-	return protected || (step && duration)
+	if c == unprotected && step && duration {
+		c = priority
+	}
+	return c
+}
+
+// eventClass: hardware event names (gpu.xid, gpu.unresponsive,
+// nccl.finding) are trusted, the rest of the protected namespaces
+// priority.
+func eventClass(name string) class {
+	switch {
+	case semconv.HardwareSignal(name):
+		return trusted
+	case protectedEvent(name):
+		return priority
+	default:
+		return unprotected
+	}
 }
 
 // effectiveSeverity is the record's severity number or, when unset (or

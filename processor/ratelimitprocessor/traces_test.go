@@ -145,7 +145,7 @@ func TestTracesLRUEviction(t *testing.T) {
 	assert.Equal(t, 1, send("c"), "c is new and evicts b")
 	assert.Equal(t, 0, send("a"), "a kept its empty bucket")
 	assert.Equal(t, 1, send("b"), "b was evicted: it starts full again (and evicts c)")
-	assert.Equal(t, 2, p.lim.table.len())
+	assert.Equal(t, 2, p.lim.key.table.len())
 	assert.Equal(t, map[string]int64{"signal=traces": 2}, h.counter(t, "otelcol_processor_ratelimit_evicted_keys"))
 }
 

@@ -39,11 +39,12 @@ const (
 // TelemetryBuilder holds the instruments of the processor's own telemetry.
 type TelemetryBuilder struct {
 	// DroppedItems counts spans and log records dropped because their
-	// key's bucket was empty.
+	// key's (or their node's) bucket was empty.
 	DroppedItems metric.Int64Counter
-	// ProtectedItems counts spans and log records passed without being
-	// charged to any bucket because they are protected (error or slow
-	// spans; warnings, errors, XID, NCCL and fault records).
+	// ProtectedItems counts spans and log records passed because they are
+	// protected: trusted ones (hardware signals, fault.* attributes)
+	// uncharged, the others (error or slow spans; warnings, errors,
+	// protected scopes, step records) charged and dropped last.
 	ProtectedItems metric.Int64Counter
 	// EvictedKeys counts buckets evicted (least recently used) because
 	// max_keys was reached.
@@ -53,7 +54,7 @@ type TelemetryBuilder struct {
 // Instruments of the processor's own telemetry.
 var (
 	droppedItems   = telemetry.Instrument{Name: "otelcol_processor_ratelimit_dropped_items", Description: "Spans and log records dropped because their key was over budget (signal, key).", Unit: "{item}", Stability: component.StabilityLevelDevelopment}
-	protectedItems = telemetry.Instrument{Name: "otelcol_processor_ratelimit_protected_items", Description: "Spans and log records passed uncharged because they are protected (signal).", Unit: "{item}", Stability: component.StabilityLevelDevelopment}
+	protectedItems = telemetry.Instrument{Name: "otelcol_processor_ratelimit_protected_items", Description: "Spans and log records passed because they are protected: trusted ones uncharged, the others charged and dropped last (signal).", Unit: "{item}", Stability: component.StabilityLevelDevelopment}
 	evictedKeys    = telemetry.Instrument{Name: "otelcol_processor_ratelimit_evicted_keys", Description: "Buckets evicted, least recently used first, because max_keys was reached (signal).", Unit: "{key}", Stability: component.StabilityLevelDevelopment}
 )
 
