@@ -18,7 +18,8 @@ type Mode string
 const (
 	// ModeAgent: node-local rules over this node's metrics and logs; spans
 	// are ignored and node.silent is not tracked (a node cannot see itself
-	// go silent).
+	// go silent). A correlator in this mode that is an exporter of a traces
+	// pipeline fails to start, naming the mode and what to change.
 	ModeAgent Mode = "agent"
 	// ModeGateway adds spans (straggler verdicts, the signals of rank step
 	// spans) and the node.heartbeat signal behind node.silent, observed for

@@ -3,6 +3,7 @@ package faultcorrelatorconnector // import "github.com/otelcol-gpu/otelcol-gpu/c
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -16,7 +17,19 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
-var errConfigNotFaultCorrelator = errors.New("faultcorrelator: creating the connector: config is not a *faultcorrelator.Config")
+var (
+	errConfigNotFaultCorrelator = errors.New("faultcorrelator: creating the connector: config is not a *faultcorrelator.Config")
+	// errTracesNeedGateway: the connector is an exporter of a traces
+	// pipeline in a mode that ignores spans.
+	errTracesNeedGateway = errors.New("spans are read only in mode \"gateway\"")
+)
+
+// errModeIgnoresTraces says what to change when a mode that ignores spans
+// is wired into a traces pipeline.
+func errModeIgnoresTraces(mode Mode) error {
+	return fmt.Errorf("mode %q ignores spans, yet this connector is an exporter of a traces pipeline (%w): "+
+		"set mode: gateway, or remove the connector from the traces pipeline's exporters", mode, errTracesNeedGateway)
+}
 
 // NewFactory creates the factory of the faultcorrelator connector. The
 // three paths of one config share one correlator (one rule state).
@@ -84,6 +97,16 @@ func (f *factory) get(set connector.Settings, cfg component.Config, next consume
 }
 
 func (f *factory) createTracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, errConfigNotFaultCorrelator
+	}
+	if c.Mode != ModeGateway {
+		// Config.Validate cannot see the pipelines; this is the first place
+		// that knows the connector is an exporter of a traces pipeline. In
+		// agent mode every span would be dropped without a word.
+		return nil, fmt.Errorf("%s: %w", set.ID, errModeIgnoresTraces(c.Mode))
+	}
 	return f.get(set, cfg, next)
 }
 
