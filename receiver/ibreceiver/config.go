@@ -4,9 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 )
+
+// DefaultReadTimeout is the default read_timeout: far above the
+// milliseconds a healthy scrape takes, well below the default
+// collection_interval.
+const DefaultReadTimeout = 5 * time.Second
 
 // AllHWCounters is the hw_counters entry that selects every file a device
 // exposes under ports/<n>/hw_counters.
@@ -54,6 +60,16 @@ type Config struct {
 	// os.Hostname().
 	HostName string `mapstructure:"host_name"`
 
+	// ReadTimeout bounds the sysfs reads of one scrape (default 5s; a
+	// collection_interval shorter than it is the bound instead, so a scrape
+	// always ends before the next one starts). Each device is read in a goroutine of its own;
+	// a device whose reads have not finished by then (a hung driver read)
+	// is left out of that scrape, counted in otelcol_ib_devices_skipped and
+	// logged, and the other devices are emitted. A blocked read is never
+	// started twice: until it returns, the device is skipped without a new
+	// read, so at most one read per device (and file) is outstanding.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -74,6 +90,9 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.CollectionInterval <= 0 {
 		errs = append(errs, fmt.Errorf("collection_interval must be greater than 0, got %q", cfg.CollectionInterval.String()))
+	}
+	if cfg.ReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("read_timeout must be greater than 0, got %q", cfg.ReadTimeout.String()))
 	}
 	if cfg.SysfsRoot == "" {
 		errs = append(errs, errors.New(`sysfs_root must not be empty`))

@@ -27,6 +27,15 @@ func TestCreateDefaultConfig(t *testing.T) {
 	assert.Empty(t, cfg.Devices.Include)
 	assert.Empty(t, cfg.Devices.Exclude)
 	assert.Empty(t, cfg.HostName)
+	assert.Equal(t, 5*time.Second, cfg.ReadTimeout)
+	assert.Less(t, cfg.ReadTimeout, cfg.CollectionInterval, "a scrape ends before the next one starts")
+	// A shorter collection_interval (the e2e tests' 1s) bounds the reads
+	// instead of refusing the configuration.
+	short := *cfg
+	short.CollectionInterval = time.Second
+	require.NoError(t, short.Validate())
+	assert.Equal(t, time.Second, effectiveReadTimeout(&short))
+	assert.Equal(t, 5*time.Second, effectiveReadTimeout(cfg))
 	// The default list is a copy: changing it does not change the package variable.
 	cfg.HWCounters[0] = "changed"
 	assert.Equal(t, "out_of_sequence", DefaultHWCounters[0])
@@ -48,7 +57,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{
 			name: "",
-			want: &Config{ControllerConfig: defaultCC, SysfsRoot: "/sys", HWCounters: DefaultHWCounters},
+			want: &Config{ControllerConfig: defaultCC, SysfsRoot: "/sys", HWCounters: DefaultHWCounters, ReadTimeout: DefaultReadTimeout},
 		},
 		{
 			name: "custom",
@@ -58,6 +67,7 @@ func TestLoadConfig(t *testing.T) {
 				Devices:          DeviceFilter{Include: []string{"mlx5_0", "mlx5_1"}, Exclude: []string{"mlx5_2"}},
 				HWCounters:       []string{"*"},
 				HostName:         "node-7",
+				ReadTimeout:      2 * time.Second,
 			},
 		},
 		{name: "empty_sysfs_root", wantErr: "sysfs_root must not be empty"},
@@ -67,6 +77,7 @@ func TestLoadConfig(t *testing.T) {
 		{name: "star_not_alone", wantErr: `hw_counters[0]: "*" must be the only entry`},
 		{name: "hw_counter_path", wantErr: `hw_counters[0]: "../counters/symbol_error" is not a file name`},
 		{name: "empty_device", wantErr: "devices::exclude[0] must not be empty"},
+		{name: "zero_read_timeout", wantErr: `read_timeout must be greater than 0, got "0s"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

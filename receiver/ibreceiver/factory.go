@@ -35,6 +35,7 @@ func createDefaultConfig() component.Config {
 		ControllerConfig: cc,
 		SysfsRoot:        "/sys",
 		HWCounters:       slices.Clone(DefaultHWCounters),
+		ReadTimeout:      DefaultReadTimeout,
 	}
 }
 

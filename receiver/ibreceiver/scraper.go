@@ -129,22 +129,38 @@ type failState struct {
 }
 
 type deviceState struct {
-	dev     sysfs.Device // reused between scrapes
+	dev     sysfs.Device // reused between scrapes; written by the read in flight
+	reader  *sysfs.Reader
+	read    *deviceRead // the read in flight, nil when none
+	stuck   bool        // a read missed its deadline; logged, until one finishes
 	series  map[seriesKey]seriesState
 	failing map[failKey]*failState
 	gen     uint64
+	skipped map[string]metric.MeasurementOption // by reason
+}
+
+// deviceRead is one read of a device in its own goroutine: done is closed
+// when ReadDevice returned, with err.
+type deviceRead struct {
+	done chan struct{}
+	err  error
 }
 
 type ibScraper struct {
 	logger   *zap.Logger
 	tb       *metadata.TelemetryBuilder
-	reader   *sysfs.Reader
+	reader   *sysfs.Reader // lists the devices; each device has a Reader of its own
+	root     string
 	readOpts sysfs.ReadOptions
-	include  map[string]struct{}
-	exclude  map[string]struct{}
-	hostName string
-	version  string
-	now      func() time.Time
+	// readTimeout bounds the reads of one scrape; newTimer makes its timer
+	// (a seam for tests: the deadline fires when they say).
+	readTimeout time.Duration
+	newTimer    func(time.Duration) (<-chan time.Time, func() bool)
+	include     map[string]struct{}
+	exclude     map[string]struct{}
+	hostName    string
+	version     string
+	now         func() time.Time
 
 	startTime     pcommon.Timestamp // receiver start
 	lastScrape    pcommon.Timestamp // timestamp of the previous scrape, 0 before the first
@@ -159,9 +175,15 @@ func newScraper(cfg *Config, set receiver.Settings) (*ibScraper, error) {
 		return nil, err
 	}
 	s := &ibScraper{
-		logger:  set.Logger,
-		tb:      tb,
-		reader:  sysfs.NewReader(cfg.SysfsRoot),
+		logger:      set.Logger,
+		tb:          tb,
+		reader:      sysfs.NewReader(cfg.SysfsRoot),
+		root:        cfg.SysfsRoot,
+		readTimeout: effectiveReadTimeout(cfg),
+		newTimer: func(d time.Duration) (<-chan time.Time, func() bool) {
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		},
 		version: set.BuildInfo.Version,
 		now:     time.Now,
 		devices: map[string]*deviceState{},
@@ -199,8 +221,31 @@ func (s *ibScraper) start(context.Context, component.Host) error {
 	return nil
 }
 
-func (s *ibScraper) shutdown(context.Context) error {
-	s.tb.Shutdown()
+// shutdown waits for reads still in flight, at most read_timeout (or until
+// ctx ends): a read blocked in the kernel cannot be cancelled, and must not
+// hold the collector's shutdown. One left behind is logged; its goroutine
+// ends when the read returns.
+func (s *ibScraper) shutdown(ctx context.Context) error {
+	defer s.tb.Shutdown()
+	var deadline <-chan time.Time
+	for name, ds := range s.devices {
+		if ds.read == nil {
+			continue
+		}
+		if deadline == nil {
+			c, stop := s.newTimer(s.readTimeout)
+			defer stop()
+			deadline = c
+		}
+		select {
+		case <-ds.read.done:
+		case <-deadline:
+			s.logger.Warn("ibreceiver: shutting down with a sysfs read still blocked",
+				zap.String(semconv.AttrIBDevice, name), zap.String("file", ds.reader.Current()))
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	return nil
 }
 
@@ -217,6 +262,14 @@ func (s *ibScraper) selected(name string) bool {
 // scrape reads every selected device and returns one ResourceMetrics per
 // device. Unreadable values are skipped (logged once, counted); only a failure
 // to list the class directory or a cancelled context is returned as an error.
+//
+// Devices are read in parallel, one goroutine per device, under one deadline
+// (read_timeout) from the start of the reads: a device not read by then is
+// skipped in this scrape (counted, logged once) and the others are emitted.
+// Its read goes on in the background; until it returns the device is
+// skipped without starting another, so a hung file holds at most one
+// goroutine. A read that finishes after its scrape's deadline is stale and
+// discarded; the next scrape reads the device again.
 func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	md := pmetric.NewMetrics()
 	if err := ctx.Err(); err != nil {
@@ -248,6 +301,7 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	s.gen++
 	rms := md.ResourceMetrics()
 	rms.EnsureCapacity(len(names))
+	started := make([]string, 0, len(names))
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return pmetric.NewMetrics(), err
@@ -257,10 +311,56 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 		ds := s.devices[name]
 		if ds == nil {
-			ds = &deviceState{series: map[seriesKey]seriesState{}, failing: map[failKey]*failState{}}
+			ds = &deviceState{series: map[seriesKey]seriesState{}, failing: map[failKey]*failState{}, reader: sysfs.NewReader(s.root)}
 			s.devices[name] = ds
 		}
-		if err := s.reader.ReadDevice(name, s.readOpts, &ds.dev); err != nil {
+		if ds.read != nil {
+			select {
+			case <-ds.read.done: // finished after its scrape's deadline: stale, read again
+				ds.read = nil
+			default:
+				ds.gen = s.gen
+				s.skip(ctx, name, ds, metadata.ReasonReadPending)
+				continue
+			}
+		}
+		s.startRead(name, ds)
+		started = append(started, name)
+	}
+	var deadline <-chan time.Time
+	if len(started) > 0 {
+		c, stop := s.newTimer(s.readTimeout)
+		defer stop()
+		deadline = c
+	}
+	expired := false
+	for _, name := range started {
+		ds := s.devices[name]
+		if !expired {
+			select {
+			case <-ds.read.done:
+			case <-deadline:
+				expired = true
+			case <-ctx.Done():
+				return pmetric.NewMetrics(), ctx.Err() // the reads go on; the next scrape sees them
+			}
+		}
+		if expired {
+			select {
+			case <-ds.read.done:
+			default:
+				ds.gen = s.gen
+				s.skip(ctx, name, ds, metadata.ReasonReadTimeout)
+				continue
+			}
+		}
+		err := ds.read.err
+		ds.read = nil
+		if ds.stuck {
+			ds.stuck = false
+			s.logger.Info("ibreceiver: device read again within read_timeout", zap.String(semconv.AttrIBDevice, name))
+		}
+		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // vanished since the listing: its state is dropped below
 			}
@@ -272,11 +372,56 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		s.emitDevice(ctx, rms.AppendEmpty(), ds, now, resetStart)
 	}
 	for name, ds := range s.devices {
-		if ds.gen != s.gen {
+		if ds.gen != s.gen && !ds.reading() { // a state with a read in flight stays: one read at a time
 			delete(s.devices, name)
 		}
 	}
 	return md, nil
+}
+
+// reading says whether a read of the device has not returned yet.
+func (ds *deviceState) reading() bool {
+	if ds.read == nil {
+		return false
+	}
+	select {
+	case <-ds.read.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// startRead reads the device in a goroutine of its own, into ds.dev.
+func (s *ibScraper) startRead(name string, ds *deviceState) {
+	rd := &deviceRead{done: make(chan struct{})}
+	ds.read = rd
+	go func() {
+		defer close(rd.done)
+		rd.err = ds.reader.ReadDevice(name, s.readOpts, &ds.dev)
+	}()
+}
+
+// skip counts a device left out of this scrape, and logs the first time
+// its reads miss the deadline, naming the file being read.
+func (s *ibScraper) skip(ctx context.Context, name string, ds *deviceState, reason string) {
+	if !ds.stuck {
+		ds.stuck = true
+		s.logger.Warn("ibreceiver: sysfs read did not finish within read_timeout; skipping the device until it does",
+			zap.String(semconv.AttrIBDevice, name), zap.String("file", ds.reader.Current()),
+			zap.Duration("read_timeout", s.readTimeout), zap.String("reason", reason))
+	}
+	if ds.skipped == nil {
+		ds.skipped = map[string]metric.MeasurementOption{}
+	}
+	opt, ok := ds.skipped[reason]
+	if !ok {
+		opt = metric.WithAttributeSet(attribute.NewSet(
+			attribute.String(metadata.TelemetryAttrDevice, name),
+			attribute.String(metadata.TelemetryAttrReason, reason)))
+		ds.skipped[reason] = opt
+	}
+	s.tb.IbDevicesSkipped.Add(ctx, 1, opt)
 }
 
 func wrapReadErr(path string, err error) error {
@@ -516,4 +661,13 @@ func findCounter(cs []sysfs.Counter, name string) *sysfs.Counter {
 		}
 	}
 	return nil
+}
+
+// effectiveReadTimeout is read_timeout, or collection_interval when that is
+// shorter: a scrape's reads end before the next scrape starts.
+func effectiveReadTimeout(cfg *Config) time.Duration {
+	if cfg.CollectionInterval > 0 && cfg.CollectionInterval < cfg.ReadTimeout {
+		return cfg.CollectionInterval
+	}
+	return cfg.ReadTimeout
 }

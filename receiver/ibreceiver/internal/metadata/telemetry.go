@@ -15,6 +15,19 @@ const (
 	// TelemetryAttrCounter is the file of a read error relative to the
 	// device directory, e.g. "ports/1/counters/symbol_error".
 	TelemetryAttrCounter = "ib.counter"
+	// TelemetryAttrReason says why a device was skipped in a scrape:
+	// ReasonReadTimeout or ReasonReadPending.
+	TelemetryAttrReason = "reason"
+)
+
+// Values of TelemetryAttrReason.
+const (
+	// ReasonReadTimeout: the device's sysfs reads started in this scrape did
+	// not finish within read_timeout.
+	ReasonReadTimeout = "read_timeout"
+	// ReasonReadPending: the device's read from an earlier scrape is still
+	// blocked; no second read of it is started.
+	ReasonReadPending = "read_pending"
 )
 
 // TelemetryBuilder holds the instruments of the receiver's own telemetry.
@@ -22,18 +35,24 @@ type TelemetryBuilder struct {
 	// IbReadErrors counts counter and state values that could not be read
 	// or parsed, including "N/A (no PMA)" values; one per file per scrape.
 	IbReadErrors metric.Int64Counter
+	// IbDevicesSkipped counts devices left out of a scrape because their
+	// sysfs reads did not finish within read_timeout; one per device per
+	// scrape.
+	IbDevicesSkipped metric.Int64Counter
 }
 
 // Instruments of the receiver's own telemetry.
 var (
-	readErrors = telemetry.Instrument{Name: "otelcol_ib_read_errors", Description: `Number of InfiniBand counter or state values that could not be read or parsed, including "N/A (no PMA)" values.`, Unit: "{error}", Stability: component.StabilityLevelAlpha}
+	readErrors     = telemetry.Instrument{Name: "otelcol_ib_read_errors", Description: `Number of InfiniBand counter or state values that could not be read or parsed, including "N/A (no PMA)" values.`, Unit: "{error}", Stability: component.StabilityLevelAlpha}
+	devicesSkipped = telemetry.Instrument{Name: "otelcol_ib_devices_skipped", Description: "Number of times a device was left out of a scrape because its sysfs reads did not finish within read_timeout.", Unit: "{device}", Stability: component.StabilityLevelAlpha}
 )
 
 // NewTelemetryBuilder creates the receiver's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
 	b := telemetry.NewBuilder(settings, ScopeName)
 	return &TelemetryBuilder{
-		IbReadErrors: b.Int64Counter(readErrors),
+		IbReadErrors:     b.Int64Counter(readErrors),
+		IbDevicesSkipped: b.Int64Counter(devicesSkipped),
 	}, b.Err()
 }
 

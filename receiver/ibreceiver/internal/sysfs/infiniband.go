@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 )
 
 // ErrTooLong is returned for files larger than the read buffer; sysfs
@@ -126,10 +127,28 @@ type ReadOptions struct {
 }
 
 // Reader reads the InfiniBand class of one sysfs root. It reuses one read
-// buffer and is therefore not safe for concurrent use.
+// buffer and is therefore not safe for concurrent use, except Current.
 type Reader struct {
 	classPath string
 	buf       []byte
+
+	mu      sync.Mutex
+	current string // the path being opened or read, "" between reads
+}
+
+// Current returns the path a read of this Reader is blocked in (or busy
+// with), "" when none is running. Safe to call from another goroutine, to
+// name the file of a read that does not return.
+func (r *Reader) Current() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
+}
+
+func (r *Reader) setCurrent(path string) {
+	r.mu.Lock()
+	r.current = path
+	r.mu.Unlock()
 }
 
 // NewReader returns a Reader for sysfsRoot (usually "/sys").
@@ -160,7 +179,9 @@ func (r *Reader) DeviceNames() ([]string, error) {
 // (e.g. the device vanished); problems with single files are recorded in the
 // Err fields of dst.
 func (r *Reader) ReadDevice(name string, opts ReadOptions, dst *Device) error {
+	defer r.setCurrent("")
 	devPath := joinPath(r.classPath, name)
+	r.setCurrent(devPath)
 	st, err := os.Stat(devPath)
 	if err != nil {
 		return err
@@ -313,6 +334,7 @@ func (r *Reader) readRate(path string, rt *Rate) {
 // readFile reads a whole (small) file into the reader's buffer. The result is
 // valid until the next call. Errors are *fs.PathError values.
 func (r *Reader) readFile(path string) ([]byte, error) {
+	r.setCurrent(path)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
