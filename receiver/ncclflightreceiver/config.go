@@ -48,7 +48,9 @@ type FlightRecorderConfig struct {
 	RescanInterval time.Duration `mapstructure:"rescan_interval"`
 	// SettleTime: a dump is complete once unchanged this long (default 1s).
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	// MaxFileSize caps a dump's size (default 64 MiB); bigger ones are skipped.
+	// MaxFileSize caps a dump's size (default 12 MiB, frdump.DefaultMaxJSONBytes;
+	// pickle dumps are capped at 8 MiB by the parser); bigger ones are
+	// skipped unread.
 	MaxFileSize int64 `mapstructure:"max_file_size"`
 	// IncompleteAfter: a collective seen scheduled or started is emitted as
 	// not completed once no newer dump of its rank completed it for this

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
 )
 
@@ -19,7 +20,7 @@ var errConfigNotNCCL = errors.New("ncclflightreceiver: config is not a *ncclflig
 const (
 	defaultRescanInterval  = 10 * time.Second
 	defaultSettleTime      = time.Second
-	defaultMaxFileSize     = 64 << 20
+	defaultMaxFileSize     = frdump.DefaultMaxJSONBytes // the larger form's cap: a bigger file is never read
 	defaultIncompleteAfter = 2 * time.Minute
 	defaultInspectorPoll   = time.Second
 	defaultRASInterval     = 30 * time.Second

@@ -32,6 +32,9 @@ type memStorage struct {
 	mu   sync.Mutex
 	data map[string][]byte
 	sets map[string]int // writes per key
+	// onSet, when set, sees every write with the data after it (the lock
+	// held): what a process that died right then would leave on disk.
+	onSet func(key string, data map[string][]byte)
 }
 
 func (m *memStorage) setsOf(key string) int {
@@ -60,6 +63,9 @@ func (c *memClient) Set(_ context.Context, key string, value []byte) error {
 		c.m.sets = map[string]int{}
 	}
 	c.m.sets[key]++
+	if c.m.onSet != nil {
+		c.m.onSet(key, c.m.data)
+	}
 	return nil
 }
 

@@ -14,6 +14,10 @@ import (
 const (
 	stateKey     = "ncclflight.state"
 	inspectorKey = "ncclflight.inspector"
+	// decodingKey names the dump being decoded, written before decoding
+	// starts and deleted after: found at start, it names the dump that
+	// killed the process, which is then poisoned instead of read again.
+	decodingKey = "ncclflight.decoding"
 	// Bounds of what is remembered: enough for every dump path and finding
 	// of a long job, small enough to rewrite on every dump.
 	maxRememberedFiles    = 4096
@@ -34,6 +38,10 @@ type persistedState struct {
 	Ranks map[string]*rankProgress `json:"ranks"`
 	// Findings: deduplication key → when reported (unix s).
 	Findings map[string]int64 `json:"findings"`
+	// Poisoned: dump path → the version of it whose decoding never ended
+	// (the process died while decoding it). That version is not read
+	// again; a new version of the file is.
+	Poisoned map[string]readVersion `json:"poisoned,omitempty"`
 }
 
 // readVersion is the version of a dump that was read (watch.File.Key:
@@ -52,7 +60,12 @@ type rankProgress struct {
 }
 
 func newPersistedState() *persistedState {
-	return &persistedState{Dumps: map[string]readVersion{}, Ranks: map[string]*rankProgress{}, Findings: map[string]int64{}}
+	return &persistedState{Dumps: map[string]readVersion{}, Ranks: map[string]*rankProgress{}, Findings: map[string]int64{},
+		Poisoned: map[string]readVersion{}}
+}
+
+func (p *rankProgress) clone() *rankProgress {
+	return &rankProgress{Watermark: p.Watermark, Pending: append([]int64(nil), p.Pending...)}
 }
 
 func (s *persistedState) rank(key string) *rankProgress {
@@ -68,6 +81,7 @@ func (s *persistedState) rank(key string) *rankProgress {
 func (s *persistedState) trim() {
 	trimOldest(s.Dumps, maxRememberedFiles, func(v readVersion) int64 { return v.At })
 	trimOldest(s.Findings, maxRememberedFindings, func(at int64) int64 { return at })
+	trimOldest(s.Poisoned, maxRememberedFiles, func(v readVersion) int64 { return v.At })
 }
 
 func trimOldest[V any](m map[string]V, limit int, at func(V) int64) {
@@ -111,7 +125,51 @@ func loadState(ctx context.Context, c storage.Client) (*persistedState, error) {
 	if st.Findings == nil {
 		st.Findings = map[string]int64{}
 	}
+	if st.Poisoned == nil {
+		st.Poisoned = map[string]readVersion{}
+	}
 	return st, nil
+}
+
+// decodingMark is the dump being decoded (decodingKey).
+type decodingMark struct {
+	Path string `json:"path"`
+	Key  string `json:"key"`
+	At   int64  `json:"at"`
+}
+
+// markDecoding records, before a dump is decoded, which one it is.
+func markDecoding(ctx context.Context, c storage.Client, m decodingMark) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := c.Set(ctx, decodingKey, data); err != nil {
+		return fmt.Errorf("ncclflightreceiver: saving the dump being decoded: %w", err)
+	}
+	return nil
+}
+
+// clearDecoding records that the dump being decoded was decoded (or refused).
+func clearDecoding(ctx context.Context, c storage.Client) error {
+	if err := c.Delete(ctx, decodingKey); err != nil {
+		return fmt.Errorf("ncclflightreceiver: clearing the dump being decoded: %w", err)
+	}
+	return nil
+}
+
+// loadDecoding returns the dump whose decoding a previous process started
+// and never finished, if any.
+func loadDecoding(ctx context.Context, c storage.Client) (*decodingMark, error) {
+	data, err := c.Get(ctx, decodingKey)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	var m decodingMark
+	if err := json.Unmarshal(data, &m); err != nil || m.Path == "" {
+		return nil, fmt.Errorf("ncclflightreceiver: the record of the dump being decoded is damaged (%q)", data)
+	}
+	return &m, nil
 }
 
 func saveState(ctx context.Context, c storage.Client, st *persistedState) error {

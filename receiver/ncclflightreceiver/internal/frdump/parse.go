@@ -2,6 +2,7 @@ package frdump // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflight
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,24 +10,62 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
 )
 
-// Options bounds the work of one Parse. The zero value means the defaults.
+// Options bounds the work and the memory of one Parse. A zero field takes
+// its default. The defaults fit a node agent with a 256 MiB memory limit:
+// torch's default ring buffer (TORCH_NCCL_TRACE_BUFFER_SIZE=2000) makes a
+// pickle of some 370 KB that costs 5 MiB of heap to parse; the largest
+// dumps the defaults admit cost at most 56 MiB (pickle) or 92 MiB (JSON),
+// and so do those they refuse (BENCHMARKS.md, issue 19).
 type Options struct {
-	// MaxBytes caps the size of a dump in either form (default 64 MiB).
+	// MaxBytes caps the size of a dump (default 8 MiB for a pickle, 12 MiB
+	// for JSON). The largest dumps the other defaults admit are some
+	// 3.5 MB of pickle (20,000 entries of 16 frames) or 11 MB of JSON
+	// (20,000 entries, no frames); decoding costs some 10 to 16 times the
+	// input before any other limit can refuse it.
 	MaxBytes int
-	// Pickle holds the pickle decoder's other limits; its MaxInputBytes is
-	// replaced by MaxBytes.
+	// MaxEntries caps the entries of one dump; a dump with more is refused
+	// (default 20,000: 10 times torch's default ring buffer).
+	MaxEntries int
+	// MaxFramesPerEntry caps the Python frames kept per entry; the rest are
+	// dropped with a WarnTruncatedFrames warning (default 64). Spans and
+	// the analysis do not use frames.
+	MaxFramesPerEntry int
+	// MaxRanksPerGroup caps the members of one process group; a ranks
+	// value with more is left empty with a WarnUnparsableRanks warning
+	// (default 1<<20; the largest jobs have some 100,000 ranks).
+	MaxRanksPerGroup int
+	// Pickle holds the pickle decoder's other limits, among them the
+	// output budget that charges each memo reference in full
+	// (pickle.Options.MaxOutputBytes); its MaxInputBytes is replaced by
+	// MaxBytes.
 	Pickle pickle.Options
 }
 
-func (o Options) maxBytes() int {
-	if o.MaxBytes <= 0 {
-		return pickle.DefaultMaxInputBytes
+// Defaults of Options.
+const (
+	DefaultMaxPickleBytes    = 8 << 20
+	DefaultMaxJSONBytes      = 12 << 20
+	DefaultMaxEntries        = 20000
+	DefaultMaxFramesPerEntry = 64
+	DefaultMaxRanksPerGroup  = 1 << 20
+)
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	return o.MaxBytes
+	o.MaxBytes = max(o.MaxBytes, 0) // 0: the default of the dump's form
+	def(&o.MaxEntries, DefaultMaxEntries)
+	def(&o.MaxFramesPerEntry, DefaultMaxFramesPerEntry)
+	def(&o.MaxRanksPerGroup, DefaultMaxRanksPerGroup)
+	return o
 }
 
 // ErrUnknownFormat: the input starts with neither a pickle PROTO opcode
@@ -35,6 +74,12 @@ var ErrUnknownFormat = errors.New("frdump: not a flight recorder dump: neither p
 
 // ErrTooLarge: the input is over Options.MaxBytes.
 var ErrTooLarge = errors.New("frdump: dump over the size limit")
+
+// ErrLimit: the dump is within MaxBytes but over MaxEntries, or its mapped
+// form would be over the output budget (pickle.OutputBudget of its size).
+// The pickle decoder's own limits, its output budget among them, are
+// pickle.ErrLimit.
+var ErrLimit = errors.New("frdump: dump over a limit")
 
 // FieldError is a dump value of the wrong type.
 type FieldError struct {
@@ -61,9 +106,12 @@ const (
 	WarnMissingFields WarningKind = "missing_fields"
 	// WarnUnknownFields: fields this package does not know were ignored.
 	WarnUnknownFields WarningKind = "unknown_fields"
-	// WarnUnparsableRanks: a pg_config ranks value is not a list of ranks;
-	// PGConfig.Ranks is nil.
+	// WarnUnparsableRanks: a pg_config ranks value is not a list of ranks,
+	// or has more than Options.MaxRanksPerGroup; PGConfig.Ranks is nil.
 	WarnUnparsableRanks WarningKind = "unparsable_ranks"
+	// WarnTruncatedFrames: entries had more than Options.MaxFramesPerEntry
+	// frames; the first ones were kept.
+	WarnTruncatedFrames WarningKind = "truncated_frames"
 )
 
 // Warning is a problem with a dump that did not stop the parse. Parse
@@ -92,15 +140,23 @@ func Parse(data []byte) (*Dump, []Warning, error) {
 // ErrTooLarge, a decoding error (*pickle.Error or encoding/json's), or a
 // *FieldError for a value of the wrong type.
 func ParseWithOptions(data []byte, opts Options) (*Dump, []Warning, error) {
-	if len(data) > opts.maxBytes() {
-		return nil, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), opts.maxBytes())
+	opts = opts.withDefaults()
+	tooLarge := func(limit int) error {
+		return fmt.Errorf("%w: %d bytes, limit %d (MaxBytes)", ErrTooLarge, len(data), limit)
 	}
 	if len(data) > 0 && data[0] == 0x80 {
+		opts.MaxBytes = cmp.Or(opts.MaxBytes, DefaultMaxPickleBytes)
+		if len(data) > opts.MaxBytes {
+			return nil, nil, tooLarge(opts.MaxBytes)
+		}
 		return parsePickle(data, opts)
+	}
+	if limit := cmp.Or(opts.MaxBytes, DefaultMaxJSONBytes); len(data) > limit {
+		return nil, nil, tooLarge(limit)
 	}
 	data = bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
 	if len(data) > 0 && data[0] == '{' {
-		return parseJSON(data)
+		return parseJSON(data, opts)
 	}
 	return nil, nil, ErrUnknownFormat
 }
@@ -165,6 +221,13 @@ func requiredEntryFields(v Version) uint32 {
 
 // parser maps one decoded dump and collects its warnings.
 type parser struct {
+	opts Options
+	// budget is what the mapped Dump may take, in bytes: the pickle
+	// decoder's output budget for the same input (pickle.OutputBudget), so
+	// that a dump costs at most a constant multiple of its size. used is
+	// what it took so far; overErr is set once used passes budget.
+	budget, used int64
+	overErr      error
 	dump         Dump
 	versionSeen  bool
 	missingTop   []string
@@ -178,14 +241,54 @@ type parser struct {
 	frameArena    []Frame
 	stringArena   []string
 	frameCache    map[*pickle.Dict]Frame
+	// rankCache holds each distinct ranks string parsed once: groups that
+	// share one (through the memo, or by value) share its []int.
+	rankCache       map[string]parsedRanks
+	truncatedFrames int // entries whose frames were cut to MaxFramesPerEntry
 }
 
-func mapDump(top any) (*Dump, []Warning, error) {
-	p := &parser{}
-	if err := p.top(top); err != nil {
+type parsedRanks struct {
+	ranks []int
+	ok    bool
+}
+
+// mapDump maps a decoded dump of n input bytes; opts must have its
+// defaults set.
+func mapDump(top any, n int, opts Options) (*Dump, []Warning, error) {
+	p := &parser{opts: opts, budget: pickle.OutputBudget(n, opts.Pickle)}
+	err := p.top(top)
+	if p.overErr != nil {
+		err = p.overErr
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	return &p.dump, p.warnings(), nil
+}
+
+// Sizes of what the mapper allocates, charged against parser.budget.
+const (
+	entryBytes  = int64(unsafe.Sizeof(Entry{}))
+	frameBytes  = int64(unsafe.Sizeof(Frame{}))
+	sliceBytes  = int64(unsafe.Sizeof([]int64(nil)))
+	stringBytes = int64(unsafe.Sizeof(""))
+	intBytes    = int64(unsafe.Sizeof(int(0)))
+	int64Bytes  = 8
+)
+
+// charge accounts for n items of size bytes each, reporting false (and
+// setting overErr) once the dump is over the output budget.
+func (p *parser) charge(n int, size int64, what string) bool {
+	if p.overErr != nil {
+		return false
+	}
+	p.used += int64(n) * size
+	if p.used > p.budget {
+		p.overErr = fmt.Errorf("%w: %s: the mapped dump needs more than its %d-byte output budget (the smaller of pickle.Options.MaxOutputBytes %d and OutputBytesPerInputByte %d x its size + %d)",
+			ErrLimit, what, p.budget, p.opts.Pickle.MaxOutputBytes, p.opts.Pickle.OutputBytesPerInputByte, pickle.DefaultOutputSlackBytes)
+		return false
+	}
+	return true
 }
 
 func (p *parser) top(v any) error {
@@ -280,7 +383,7 @@ func (p *parser) pgConfig(val any) error {
 				}
 			case "ranks":
 				seenRanks = true
-				ranks, ok := parseRanks(v)
+				ranks, ok := p.ranks(v)
 				if !ok {
 					p.badRanks = append(p.badRanks, path()+".ranks")
 				}
@@ -300,13 +403,35 @@ func (p *parser) pgConfig(val any) error {
 	return nil
 }
 
-// maxRanks caps the members of one process group (a guard against a
-// crafted ranks string; the largest jobs have some 100,000 ranks).
-const maxRanks = 1 << 20
+// ranks parses a ranks value, each distinct string once. Groups that share
+// a string share the result: treat PGConfig.Ranks as read-only.
+func (p *parser) ranks(v any) ([]int, bool) {
+	s, isString := v.(string)
+	if !isString {
+		ranks, ok := parseRanks(v, p.opts.MaxRanksPerGroup)
+		if !p.charge(len(ranks), intBytes, "pg_config ranks") {
+			return nil, false
+		}
+		return ranks, ok
+	}
+	if r, ok := p.rankCache[s]; ok {
+		return r.ranks, r.ok
+	}
+	ranks, ok := parseRanks(s, p.opts.MaxRanksPerGroup)
+	if !p.charge(len(ranks)+len(s), intBytes, "pg_config ranks") {
+		return nil, false
+	}
+	if p.rankCache == nil {
+		p.rankCache = map[string]parsedRanks{}
+	}
+	p.rankCache[s] = parsedRanks{ranks, ok}
+	return ranks, ok
+}
 
 // parseRanks reads torch's "[0, 1, 2]" (or "[0,1,2]" from torchcomms), or
-// a list of integers.
-func parseRanks(v any) ([]int, bool) {
+// a list of integers, of at most maxRanks members (a guard against a
+// crafted ranks value).
+func parseRanks(v any, maxRanks int) ([]int, bool) {
 	switch x := v.(type) {
 	case string:
 		s := strings.TrimSpace(x)
@@ -411,10 +536,19 @@ func (p *parser) entries(val any) error {
 	if !ok {
 		return &FieldError{Path: "entries", Want: "a list", Got: describe(val)}
 	}
+	if len(list) > p.opts.MaxEntries {
+		return fmt.Errorf("%w: entries: %d entries, limit %d (MaxEntries)", ErrLimit, len(list), p.opts.MaxEntries)
+	}
+	if !p.charge(len(list), entryBytes, "entries") {
+		return p.overErr
+	}
 	p.dump.Entries = make([]Entry, len(list))
 	for i, ev := range list {
 		if err := p.entry(i, ev, &p.dump.Entries[i]); err != nil {
 			return err
+		}
+		if p.overErr != nil {
+			return p.overErr
 		}
 	}
 	return nil
@@ -535,6 +669,13 @@ func (p *parser) frames(idx int, val any) ([]Frame, error) {
 	if !ok {
 		return nil, &FieldError{Path: entryPath(idx, "frames"), Want: "a list", Got: describe(val)}
 	}
+	if len(items) > p.opts.MaxFramesPerEntry {
+		items = items[:p.opts.MaxFramesPerEntry]
+		p.truncatedFrames++
+	}
+	if !p.charge(len(items), frameBytes, "entries[].frames") {
+		return nil, p.overErr
+	}
 	if len(p.frameArena) < len(items) {
 		p.frameArena = make([]Frame, max(1024, len(items)))
 	}
@@ -590,7 +731,7 @@ func (p *parser) frames(idx int, val any) ([]Frame, error) {
 // sizes reads input_sizes/output_sizes: one list of dimensions per tensor.
 func (p *parser) sizes(val any) ([][]int64, bool) {
 	outer, ok := val.([]any)
-	if !ok {
+	if !ok || !p.charge(len(outer), sliceBytes, "input_sizes/output_sizes") {
 		return nil, false
 	}
 	if len(p.sizeListArena) < len(outer) {
@@ -600,7 +741,7 @@ func (p *parser) sizes(val any) ([][]int64, bool) {
 	p.sizeListArena = p.sizeListArena[len(outer):]
 	for i, inner := range outer {
 		dims, ok := asList(inner)
-		if !ok {
+		if !ok || !p.charge(len(dims), int64Bytes, "input_sizes/output_sizes") {
 			return nil, false
 		}
 		if len(p.sizesArena) < len(dims) {
@@ -682,7 +823,15 @@ func (p *parser) warnings() []Warning {
 		ws = append(ws, Warning{
 			Kind:    WarnUnparsableRanks,
 			Fields:  p.badRanks,
-			Message: "frdump: ranks are not a list of ranks, left empty: " + strings.Join(p.badRanks, ", "),
+			Message: fmt.Sprintf("frdump: ranks are not a list of at most %d ranks, left empty: %s", p.opts.MaxRanksPerGroup, strings.Join(p.badRanks, ", ")),
+		})
+	}
+
+	if p.truncatedFrames > 0 {
+		ws = append(ws, Warning{
+			Kind:    WarnTruncatedFrames,
+			Fields:  []string{"entries[].frames"},
+			Message: fmt.Sprintf("frdump: %d of %d entries have more than %d frames (MaxFramesPerEntry), kept the first %d", p.truncatedFrames, len(p.dump.Entries), p.opts.MaxFramesPerEntry, p.opts.MaxFramesPerEntry),
 		})
 	}
 	return ws
@@ -783,7 +932,7 @@ func asIDString(v any) (string, bool) {
 
 func (p *parser) strings(v any) ([]string, bool) {
 	items, ok := asList(v)
-	if !ok {
+	if !ok || !p.charge(len(items), stringBytes, "input_dtypes/output_dtypes") {
 		return nil, false
 	}
 	if len(p.stringArena) < len(items) {

@@ -13,7 +13,7 @@ import (
 // list, unknown watchdog times are 0 rather than None, pg_status values are
 // decimal strings, there are no frames, and entries is omitted when empty.
 // Numbers stay json.Number so that ns timestamps keep all their digits.
-func parseJSON(data []byte) (*Dump, []Warning, error) {
+func parseJSON(data []byte, opts Options) (*Dump, []Warning, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -23,5 +23,5 @@ func parseJSON(data []byte) (*Dump, []Warning, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, nil, fmt.Errorf("frdump: decoding JSON: data after the top-level object at offset %d", dec.InputOffset())
 	}
-	return mapDump(v)
+	return mapDump(v, len(data), opts)
 }

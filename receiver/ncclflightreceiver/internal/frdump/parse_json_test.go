@@ -83,7 +83,13 @@ func FuzzParseJSON(f *testing.F) {
 	f.Add(js)
 	f.Add([]byte(`{"version":"2.11","entries":[{"process_group":["0"],"frames":[{"line":"x"}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, warnings, err := frdump.Parse(append([]byte("{"), data...))
+		in := append([]byte("{"), data...)
+		var d *frdump.Dump
+		var warnings []frdump.Warning
+		var err error
+		if got := allocated(func() { d, warnings, err = frdump.Parse(in) }); got > allocBound(len(in)) {
+			t.Fatalf("parsing %d bytes allocated %d, over %d", len(in), got, allocBound(len(in)))
+		}
 		if err != nil {
 			return
 		}

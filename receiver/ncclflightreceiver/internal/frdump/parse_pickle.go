@@ -10,10 +10,10 @@ import (
 // one dict, decoded by the data-only decoder (objects and code refused).
 func parsePickle(data []byte, opts Options) (*Dump, []Warning, error) {
 	popts := opts.Pickle
-	popts.MaxInputBytes = opts.maxBytes()
+	popts.MaxInputBytes = opts.MaxBytes
 	v, err := pickle.DecodeWithOptions(data, popts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("frdump: decoding pickle: %w", err)
 	}
-	return mapDump(v)
+	return mapDump(v, len(data), opts)
 }

@@ -174,11 +174,25 @@ func FuzzParsePickle(f *testing.F) {
 		f.Add(readFile(f, path))
 	}
 	f.Add(frdumptest.Pickle(frdumptest.Synthetic(frdumptest.SyntheticConfig{Entries: 4, Frames: 3})))
+	f.Add(pickletest.MemoBomb(40, 2000)) // small enough to mutate
+	if !fuzzing() {
+		// Issue 19's full-size bomb, 2 MB: checked on every test run, left
+		// out of the mutation corpus, where each execution would take a
+		// second.
+		f.Add(pickletest.MemoBomb(1000, 1<<20-1))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 || data[0] != 0x80 {
 			data = append([]byte{0x80}, data...)
 		}
-		d, warnings, err := frdump.Parse(data)
+		var d *frdump.Dump
+		var warnings []frdump.Warning
+		var err error
+		// Memory bounded by what is read: no memo reference is expanded
+		// past the output budget, by the decoder or the mapper.
+		if got := allocated(func() { d, warnings, err = frdump.Parse(data) }); got > allocBound(len(data)) {
+			t.Fatalf("parsing %d bytes allocated %d, over %d", len(data), got, allocBound(len(data)))
+		}
 		if err != nil {
 			return
 		}

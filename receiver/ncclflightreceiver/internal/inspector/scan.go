@@ -10,9 +10,12 @@ import (
 // DefaultPattern matches the plugin's file names, <hostname>-pid<pid>.log.
 const DefaultPattern = "*-pid*.log"
 
-// Scan returns the regular files in dir (not below it) whose names match
-// pattern (filepath.Match syntax; "" means DefaultPattern), sorted. A
-// missing dir is no files, not an error: the plugin creates it on start.
+// Scan returns the entries of dir (not below it) whose names match pattern
+// (filepath.Match syntax; "" means DefaultPattern), sorted, except
+// directories. Symlinks, FIFOs and other files that are not regular are
+// returned too, so that the Tailer refuses and reports them (it never opens
+// them for reading). A missing dir is no files, not an error: the plugin
+// creates it on start.
 func Scan(dir, pattern string) ([]string, error) {
 	if pattern == "" {
 		pattern = DefaultPattern
@@ -29,7 +32,7 @@ func Scan(dir, pattern string) ([]string, error) {
 	}
 	var paths []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
+		if e.IsDir() {
 			continue
 		}
 		if ok, _ := filepath.Match(pattern, e.Name()); ok {

@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/safefile"
 )
 
 // Defaults for Options.
@@ -34,6 +36,12 @@ type Options struct {
 	// line carries a microsecond timestamp, which makes it unique per run.
 	// At most 64 KiB.
 	FingerprintBytes int
+	// Refused, when set, is called with a followed name that is a symlink
+	// or not a regular file (a FIFO swapped in, a device), once until the
+	// name is gone or a regular file again. Such a name is never read: it
+	// is opened only with safefile.Open, which neither follows symlinks nor
+	// blocks. It is called during Poll and must not call the Tailer.
+	Refused func(path string, err error)
 }
 
 // Stats counts what a Tailer has done since it was made.
@@ -44,6 +52,7 @@ type Stats struct {
 	Overlong     int64 // lines over MaxLineBytes, skipped
 	Truncations  int64 // files that shrank below the offset: read again from 0
 	Replacements int64 // files replaced under the same name: read from 0
+	Refused      int64 // names found to be symlinks or not regular files
 }
 
 // Tailer follows inspector files as they grow. It keeps each file open
@@ -90,6 +99,9 @@ type tailedFile struct {
 	lastSize int64
 
 	warnedMalformed, warnedOverlong, warnedIO bool
+	// refused: the name was a symlink or not a regular file at the last
+	// Poll (reported once).
+	refused bool
 }
 
 // NewTailer makes a Tailer that logs through logger.
@@ -178,7 +190,7 @@ func (t *Tailer) sortedPaths() []string {
 }
 
 func (t *Tailer) pollFile(ctx context.Context, tf *tailedFile, emit Emit) error {
-	pathInfo, err := os.Stat(tf.path)
+	pathInfo, err := os.Lstat(tf.path) // the name itself: a symlink is not followed
 	if errors.Is(err, fs.ErrNotExist) {
 		t.finish(ctx, tf, emit, "file removed")
 		return nil
@@ -188,6 +200,19 @@ func (t *Tailer) pollFile(ctx context.Context, tf *tailedFile, emit Emit) error 
 	}
 
 	var errs []error
+	if refusal := safefile.Check(tf.path, pathInfo.Mode()); refusal != nil {
+		if tf.f != nil {
+			// The followed file was replaced by something we do not read:
+			// finish the old file's complete lines.
+			if err := t.read(ctx, tf, emit, true); err != nil {
+				errs = append(errs, err)
+			}
+			tf.close()
+			tf.restart()
+		}
+		t.refuse(tf, refusal)
+		return errors.Join(errs...)
+	}
 	if tf.f != nil {
 		fdInfo, err := tf.f.Stat()
 		if err != nil || !os.SameFile(pathInfo, fdInfo) {
@@ -203,15 +228,21 @@ func (t *Tailer) pollFile(ctx context.Context, tf *tailedFile, emit Emit) error 
 		}
 	}
 	if tf.f == nil {
-		f, err := os.Open(tf.path)
+		f, _, err := safefile.Open(tf.path) // decided on the descriptor: swapped in since Lstat is refused too
 		if errors.Is(err, fs.ErrNotExist) {
 			t.forget(tf, "file removed")
+			return errors.Join(errs...)
+		}
+		if safefile.Reason(err) != "" {
+			tf.restart()
+			t.refuse(tf, err)
 			return errors.Join(errs...)
 		}
 		if err != nil {
 			return errors.Join(append(errs, t.ioError(tf, "open", err))...)
 		}
 		tf.f, tf.lastSize = f, -1
+		tf.refused = false
 	}
 	fdInfo, err := tf.f.Stat()
 	if err != nil {
@@ -301,6 +332,20 @@ func (t *Tailer) finish(ctx context.Context, tf *tailedFile, emit Emit, why stri
 		}
 	}
 	t.forget(tf, why)
+}
+
+// refuse reports a name that is a symlink or not a regular file, once
+// until it is a regular file again.
+func (t *Tailer) refuse(tf *tailedFile, err error) {
+	if tf.refused {
+		return
+	}
+	tf.refused = true
+	t.stats.Refused++
+	t.logger.Debug("ncclflightreceiver: refusing inspector file", zap.String("path", tf.path), zap.Error(err))
+	if t.opts.Refused != nil {
+		t.opts.Refused(tf.path, err)
+	}
 }
 
 func (t *Tailer) forget(tf *tailedFile, why string) {

@@ -30,10 +30,18 @@ const (
 // inspector or ras.
 const TelemetryAttrInput = "input"
 
+// TelemetryAttrReason says why an input was refused: "symlink" or
+// "not_regular" for a file refused without being read (a FIFO, device,
+// socket or directory under an input's name; see internal/safefile);
+// too_large, unreadable, undecodable, poisoned (the previous run died
+// decoding it), unavailable (RAS) or no_pattern_match (a dump directory
+// whose files match none of flight_recorder::patterns).
+const TelemetryAttrReason = "reason"
+
 // TelemetryBuilder holds the instruments of the receiver's own telemetry.
 type TelemetryBuilder struct {
-	// NcclflightBadInputs counts files, lines and replies that could not be
-	// decoded (corrupt, refused, over the size cap).
+	// NcclflightBadInputs counts files, lines and replies refused (corrupt,
+	// over the size cap, poisoned, unreachable), by input and reason.
 	NcclflightBadInputs metric.Int64Counter
 	// NcclflightDumpsRead counts flight recorder dumps decoded.
 	NcclflightDumpsRead metric.Int64Counter
@@ -41,7 +49,7 @@ type TelemetryBuilder struct {
 
 // Instruments of the receiver's own telemetry.
 var (
-	badInputs = telemetry.Instrument{Name: "otelcol_ncclflight_bad_inputs", Description: "Dumps, inspector lines and RAS replies that could not be decoded.", Unit: "{input}", Stability: component.StabilityLevelAlpha}
+	badInputs = telemetry.Instrument{Name: "otelcol_ncclflight_bad_inputs", Description: "Dumps, inspector lines and RAS replies refused, by input and reason.", Unit: "{input}", Stability: component.StabilityLevelAlpha}
 	dumpsRead = telemetry.Instrument{Name: "otelcol_ncclflight_dumps_read", Description: "Flight recorder dumps decoded.", Unit: "{dump}", Stability: component.StabilityLevelAlpha}
 )
 

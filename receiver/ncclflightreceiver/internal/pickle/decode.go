@@ -27,6 +27,16 @@
 // that for recursive structures, which data dumps never contain, and the rule
 // guarantees the result is a finite tree (values may be shared, never cyclic).
 // Text that is not valid UTF-8 is kept with the bad bytes replaced by U+FFFD.
+//
+// Memory is bounded by what is read. The decoder itself allocates at most
+// some tens of bytes per input byte: values fetched from the memo are
+// shared, never copied. A reader that walks the result sees every shared
+// value once per reference, so each container carries its expanded size
+// (its weight), a memo reference is charged in full wherever it is placed,
+// and a result heavier than the output budget (Options.MaxOutputBytes,
+// OutputBytesPerInputByte) is refused with ErrLimit: a reader can walk and
+// copy the result in time and memory bounded by a constant multiple of the
+// input.
 package pickle // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
 
 import (
@@ -58,6 +68,20 @@ type Options struct {
 	// bounds the memory of the result: one input byte can push one value
 	// (default 1<<24).
 	MaxValues int
+	// MaxOutputBytes caps the expanded size of the result, in estimated
+	// bytes, as a reader that walks it sees it: a value fetched from the
+	// memo is charged every time it is placed in a container, so a memo
+	// reference to a 1,048,575-item list costs 1,048,575 items per
+	// reference, not the 5 bytes it takes in the stream (a "memo bomb").
+	// A scalar counts 16 (an interface slot), a string or bytes value 16 plus
+	// its length, a container 24 plus its items (default 128 MiB; see
+	// DefaultMaxOutputBytes).
+	MaxOutputBytes int
+	// OutputBytesPerInputByte also caps the expanded size at this many
+	// estimated bytes per input byte, plus DefaultOutputSlackBytes, so that
+	// what a stream may cost is bounded by what was read (default 64).
+	// The effective budget is the smaller of the two caps.
+	OutputBytesPerInputByte int
 }
 
 // Defaults of Options.
@@ -68,6 +92,20 @@ const (
 	DefaultMaxMemoEntries    = 1 << 20
 	DefaultMaxContainerItems = 1 << 20
 	DefaultMaxValues         = 1 << 24
+	// DefaultMaxOutputBytes: torch's default ring buffer of 2,000 entries
+	// with 16 frames each weighs 8 MB (22 times its 370 KB pickle: frame
+	// dicts are shared through the memo), 25 MB with 64 frames each;
+	// 128 MiB admits 20,000 entries of 16 frames or 10,000 of 64, while
+	// what a reader builds from the result stays well inside a 256 MiB
+	// agent.
+	DefaultMaxOutputBytes = 128 << 20
+	// DefaultOutputBytesPerInputByte: honest dumps weigh 7 (the torch
+	// fixtures) to 44 (64 shared frames per entry) times their size; a
+	// memo bomb, hundreds of thousands of times.
+	DefaultOutputBytesPerInputByte = 64
+	// DefaultOutputSlackBytes is added to the per-input-byte budget, so
+	// that tiny streams are not refused for a few shared strings.
+	DefaultOutputSlackBytes = 64 << 10
 )
 
 func (o Options) withDefaults() Options {
@@ -82,6 +120,8 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxMemoEntries, DefaultMaxMemoEntries)
 	def(&o.MaxContainerItems, DefaultMaxContainerItems)
 	def(&o.MaxValues, DefaultMaxValues)
+	def(&o.MaxOutputBytes, DefaultMaxOutputBytes)
+	def(&o.OutputBytesPerInputByte, DefaultOutputBytesPerInputByte)
 	return o
 }
 
@@ -133,8 +173,22 @@ func DecodeWithOptions(data []byte, opts Options) (any, error) {
 	if len(data) > opts.MaxInputBytes {
 		return nil, &Error{Kind: ErrLimit, Detail: fmt.Sprintf("input of %d bytes is over the %d-byte limit", len(data), opts.MaxInputBytes)}
 	}
-	d := decoder{data: data, opts: opts, stack: make([]any, 0, 64)}
+	d := decoder{data: data, opts: opts, stack: make([]any, 0, 64), budget: outputBudget(len(data), opts)}
 	return d.run()
+}
+
+// OutputBudget is the expanded size, in estimated bytes, that a stream of n
+// bytes may decode to under opts (see Options.MaxOutputBytes).
+func OutputBudget(n int, opts Options) int64 {
+	return outputBudget(n, opts.withDefaults())
+}
+
+func outputBudget(n int, opts Options) int64 {
+	b := int64(opts.MaxOutputBytes)
+	if r := int64(opts.OutputBytesPerInputByte); int64(n) < (b-DefaultOutputSlackBytes)/r {
+		b = min(b, r*int64(n)+DefaultOutputSlackBytes)
+	}
+	return b
 }
 
 // Opcodes (Python's Lib/pickle.py names).
@@ -256,19 +310,78 @@ func refused(c byte) bool {
 	return false
 }
 
-// memoHole marks a memo index that was never set.
-type memoHole struct{}
-
 type decoder struct {
-	data   []byte
-	pos    int // next byte to read
-	op     int // offset of the opcode being decoded
-	opts   Options
-	stack  []any
-	marks  []int // stack lengths at each open MARK
-	memo   []any
+	data  []byte
+	pos   int // next byte to read
+	op    int // offset of the opcode being decoded
+	opts  Options
+	stack []any
+	marks []int // stack lengths at each open MARK
+	memo  []any // indexes 0 to len-1, as picklers assign them
+	// sparse holds memo indexes set past the end of memo: a stream must
+	// not make the decoder allocate a slot per index it skips.
+	sparse map[uint64]any
 	values int // values pushed so far
 	slabs  slabs
+	// budget caps the weight of every container: its expanded size with
+	// each memo reference counted in full (see Options.MaxOutputBytes).
+	budget int64
+	// live is the weight of everything decoded so far: it grows with each
+	// new value and each memo reference (moving values into a container
+	// leaves it unchanged), so that a stream is refused as soon as the
+	// values it references pass the budget, not only once they are placed
+	// in one container (torch writes all the entries, then one APPENDS).
+	live int64
+}
+
+// Weights of values, in estimated bytes of the expanded result.
+const (
+	scalarWeight    = 16
+	containerWeight = 24
+)
+
+// weightOf is the expanded size of a stack value (before seal).
+func weightOf(v any) int64 {
+	switch x := v.(type) {
+	case *list:
+		return x.weight
+	case *Dict:
+		return x.weight
+	case *tuple:
+		return x.weight
+	case string:
+		return scalarWeight + int64(len(x))
+	case []byte:
+		return scalarWeight + int64(len(x))
+	}
+	return scalarWeight
+}
+
+// charge adds the weights of items to a container's weight w and checks the
+// result against the output budget. Each item's weight is at most the
+// budget, so the sum cannot overflow.
+func (d *decoder) charge(w int64, kind string, items []any) (int64, error) {
+	for _, it := range items {
+		w += weightOf(it)
+		if w > d.budget {
+			return 0, d.overBudget(kind + " expands")
+		}
+	}
+	return w, nil
+}
+
+// grow adds w to the weight of everything decoded so far.
+func (d *decoder) grow(w int64) error {
+	d.live += w
+	if d.live > d.budget {
+		return d.overBudget("the values decoded so far expand")
+	}
+	return nil
+}
+
+func (d *decoder) overBudget(kind string) error {
+	return d.fail(ErrLimit, "%s to more than the %d-byte output budget (the smaller of MaxOutputBytes %d and OutputBytesPerInputByte %d x %d input bytes + %d): values shared through the memo are counted once per reference",
+		kind, d.budget, d.opts.MaxOutputBytes, d.opts.OutputBytesPerInputByte, len(d.data), DefaultOutputSlackBytes)
 }
 
 func (d *decoder) fail(kind error, format string, args ...any) error {
@@ -511,10 +624,25 @@ func decodeLong(b []byte) (int64, bool) {
 	return int64(u<<shift) >> shift, true
 }
 
+// push pushes a new value, or one fetched from the memo, charging its
+// whole weight.
 func (d *decoder) push(v any) error {
+	return d.pushWeighing(v, weightOf(v))
+}
+
+// pushBuilt pushes a container built from values that were on the stack:
+// only the container itself adds weight.
+func (d *decoder) pushBuilt(v any) error {
+	return d.pushWeighing(v, containerWeight)
+}
+
+func (d *decoder) pushWeighing(v any, w int64) error {
 	d.values++
 	if d.values > d.opts.MaxValues {
 		return d.fail(ErrLimit, "more than %d values", d.opts.MaxValues)
+	}
+	if err := d.grow(w); err != nil {
+		return err
 	}
 	d.stack = append(d.stack, v)
 	return nil
@@ -560,7 +688,7 @@ func (d *decoder) fromMark(build func(items []any) (any, error)) error {
 	if err != nil {
 		return err
 	}
-	return d.push(v)
+	return d.pushBuilt(v)
 }
 
 // intoMarked handles SETITEMS and APPENDS: the values above the innermost
@@ -584,7 +712,12 @@ func (d *decoder) newTuple(items []any) (any, error) {
 	if len(items) > d.opts.MaxContainerItems {
 		return nil, d.fail(ErrLimit, "a tuple of %d items is over the %d-item limit", len(items), d.opts.MaxContainerItems)
 	}
+	w, err := d.charge(containerWeight, "a tuple", items)
+	if err != nil {
+		return nil, err
+	}
 	t := d.slabs.tuple()
+	t.weight = w
 	t.items = Tuple(d.slabs.values(len(items)))
 	for i, v := range items {
 		sv, h := seal(v)
@@ -607,7 +740,7 @@ func (d *decoder) tupleN(n int) error {
 		return err
 	}
 	d.stack = d.stack[:len(d.stack)-n]
-	return d.push(t)
+	return d.pushBuilt(t)
 }
 
 func (d *decoder) appendItems(target any, items []any) error {
@@ -617,6 +750,10 @@ func (d *decoder) appendItems(target any, items []any) error {
 	}
 	if len(l.items)+len(items) > d.opts.MaxContainerItems {
 		return d.fail(ErrLimit, "a list of more than %d items", d.opts.MaxContainerItems)
+	}
+	weight, err := d.charge(l.weight, "a list", items)
+	if err != nil {
+		return err
 	}
 	height := int(l.height)
 	// Seal the items (in place: they are stack slots about to be dropped)
@@ -634,6 +771,7 @@ func (d *decoder) appendItems(target any, items []any) error {
 		return d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
 	}
 	l.height = int32(height)
+	l.weight = weight
 	if l.items == nil {
 		l.items = d.slabs.values(len(items))[:0] // never alias the stack
 	}
@@ -651,6 +789,10 @@ func (d *decoder) setItems(target any, kv []any) error {
 	}
 	if len(dict.Items)+len(kv)/2 > d.opts.MaxContainerItems {
 		return d.fail(ErrLimit, "a dict of more than %d items", d.opts.MaxContainerItems)
+	}
+	weight, err := d.charge(dict.weight, "a dict", kv)
+	if err != nil {
+		return err
 	}
 	height := int(dict.height)
 	items := d.slabs.dictItems(len(kv) / 2)
@@ -672,6 +814,7 @@ func (d *decoder) setItems(target any, kv []any) error {
 		return d.fail(ErrLimit, "nesting deeper than %d", d.opts.MaxDepth)
 	}
 	dict.height = int32(height)
+	dict.weight = weight
 	if dict.Items == nil {
 		dict.Items = items
 	} else {
@@ -708,8 +851,8 @@ func (d *decoder) put(code byte) error {
 		idx, err = d.uint(1)
 	case opLongBinPut:
 		idx, err = d.uint(4)
-	default: // MEMOIZE
-		idx = uint64(len(d.memo))
+	default: // MEMOIZE: Python uses the number of memo entries
+		idx = uint64(len(d.memo) + len(d.sparse))
 	}
 	if err != nil {
 		return err
@@ -720,10 +863,23 @@ func (d *decoder) put(code byte) error {
 	if idx >= uint64(d.opts.MaxMemoEntries) {
 		return d.fail(ErrLimit, "memo index %d is over the %d-entry limit", idx, d.opts.MaxMemoEntries)
 	}
-	for uint64(len(d.memo)) <= idx {
-		d.memo = append(d.memo, memoHole{})
+	v := d.stack[len(d.stack)-1]
+	switch n := uint64(len(d.memo)); {
+	case idx < n:
+		d.memo[idx] = v
+	case idx == n:
+		d.memo = append(d.memo, v)
+		// Keep every sparse index past the end of memo.
+		for next, ok := d.sparse[uint64(len(d.memo))]; ok; next, ok = d.sparse[uint64(len(d.memo))] {
+			delete(d.sparse, uint64(len(d.memo)))
+			d.memo = append(d.memo, next)
+		}
+	default:
+		if d.sparse == nil {
+			d.sparse = map[uint64]any{}
+		}
+		d.sparse[idx] = v
 	}
-	d.memo[idx] = d.stack[len(d.stack)-1]
 	return nil
 }
 
@@ -736,12 +892,14 @@ func (d *decoder) get(code byte) error {
 	if err != nil {
 		return err
 	}
-	if idx >= uint64(len(d.memo)) {
-		return d.fail(ErrMalformed, "memo index %d was never set", idx)
-	}
-	v := d.memo[idx]
-	if _, hole := v.(memoHole); hole {
-		return d.fail(ErrMalformed, "memo index %d was never set", idx)
+	var v any
+	if idx < uint64(len(d.memo)) {
+		v = d.memo[idx]
+	} else {
+		var ok bool
+		if v, ok = d.sparse[idx]; !ok {
+			return d.fail(ErrMalformed, "memo index %d was never set", idx)
+		}
 	}
 	return d.push(v)
 }
@@ -793,6 +951,7 @@ func (s *slabs) dict() *Dict {
 	d := &s.dicts[0]
 	s.dicts = s.dicts[1:]
 	d.height = 1
+	d.weight = containerWeight
 	return d
 }
 
@@ -803,6 +962,7 @@ func (s *slabs) list() *list {
 	l := &s.lists[0]
 	s.lists = s.lists[1:]
 	l.height = 1
+	l.weight = containerWeight
 	return l
 }
 
@@ -813,6 +973,7 @@ func (s *slabs) tuple() *tuple {
 	t := &s.tuples[0]
 	s.tuples = s.tuples[1:]
 	t.height = 1
+	t.weight = containerWeight
 	return t
 }
 

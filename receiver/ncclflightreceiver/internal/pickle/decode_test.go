@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -340,9 +341,22 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(p2('}', '(', 'K', 1, ']', 'q', 0, '(', 'N', 'e', 'h', 0, 'u'))
 	f.Add([]byte("\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03."))
+	f.Add(pickletest.MemoBomb(40, 2000)) // small enough to mutate
+	if !fuzzing() {
+		// Issue 19's full-size bomb, 2 MB: checked on every test run, left
+		// out of the mutation corpus, where it would make each execution
+		// take a second.
+		f.Add(pickletest.MemoBomb(1000, 1<<20-1))
+	}
 	opts := Options{MaxDepth: 16}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := DecodeWithOptions(data, opts)
+		var v any
+		var err error
+		// Memory bounded by what is read: values shared through the memo
+		// must not be expanded, and the result must be within budget.
+		if got := allocated(func() { v, err = DecodeWithOptions(data, opts) }); got > allocBound(len(data)) {
+			t.Fatalf("decoding %d bytes allocated %d, over %d", len(data), got, allocBound(len(data)))
+		}
 		if err != nil {
 			var perr *Error
 			if !errors.As(err, &perr) {
@@ -358,6 +372,13 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("depth %d over the limit", depth)
 		}
 	})
+}
+
+// fuzzing reports whether the test binary runs with -test.fuzz (mutating),
+// rather than over the seed corpus only.
+func fuzzing() bool {
+	fl := flag.Lookup("test.fuzz")
+	return fl != nil && fl.Value.String() != ""
 }
 
 func depthOf(v any) int {

@@ -23,6 +23,7 @@ type Dict struct {
 
 	height int32 // nesting depth of the value, 1 for a dict of scalars
 	frozen bool  // placed inside another container: no more SETITEMs
+	weight int64 // expanded size in estimated bytes (Options.MaxOutputBytes)
 }
 
 // DictItem is one key/value pair of a Dict.
@@ -69,6 +70,7 @@ type list struct {
 	items  []any
 	height int32
 	frozen bool
+	weight int64
 }
 
 // tuple carries a tuple's nesting depth while it is on the stack or in the
@@ -76,4 +78,5 @@ type list struct {
 type tuple struct {
 	items  Tuple
 	height int32
+	weight int64
 }

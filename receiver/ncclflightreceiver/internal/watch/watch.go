@@ -17,6 +17,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/safefile"
 )
 
 // Options of a Watcher.
@@ -27,6 +29,11 @@ type Options struct {
 	Rescan time.Duration
 	// Settle is how long size and mtime must stay unchanged.
 	Settle time.Duration
+	// Refused, when set, is called (from Run's goroutine) with a matching
+	// name that is not a regular file (a symlink, FIFO, device, socket or
+	// directory), once until the name is gone or a regular file again. The
+	// error wraps safefile.ErrSymlink or safefile.ErrNotRegular.
+	Refused func(path string, err error)
 }
 
 // File is a complete file.
@@ -71,6 +78,7 @@ type Watcher struct {
 	now    func() time.Time
 
 	seen       map[string]*observation
+	refused    map[string]bool // matching names reported to Options.Refused
 	dirMissing map[string]bool
 }
 
@@ -85,7 +93,7 @@ func New(opts Options, logger *zap.Logger) *Watcher {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Watcher{opts: opts, logger: logger, now: time.Now, seen: map[string]*observation{}, dirMissing: map[string]bool{}}
+	return &Watcher{opts: opts, logger: logger, now: time.Now, seen: map[string]*observation{}, refused: map[string]bool{}, dirMissing: map[string]bool{}}
 }
 
 // Run watches until ctx ends, calling ready (from this goroutine) with the
@@ -125,6 +133,7 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 					delete(watched, ev.Name)
 				}
 				delete(w.seen, ev.Name)
+				delete(w.refused, ev.Name)
 				continue
 			}
 			if w.matches(ev.Name) {
@@ -180,7 +189,7 @@ func (w *Watcher) rescan(fsw *fsnotify.Watcher, watched map[string]bool) {
 		}
 		for _, e := range entries {
 			if e.IsDir() {
-				continue
+				continue // subdirectories are not followed (and not refused)
 			}
 			path := filepath.Join(dir, e.Name())
 			if w.matches(path) {
@@ -194,16 +203,33 @@ func (w *Watcher) rescan(fsw *fsnotify.Watcher, watched map[string]bool) {
 			delete(w.seen, path)
 		}
 	}
+	for path := range w.refused {
+		if !present[path] {
+			delete(w.refused, path)
+		}
+	}
 }
 
 // observe records a file's current size and mtime; a change restarts its
-// settle time.
+// settle time. Symlinks are not followed: a name that is not a regular file
+// is refused (reported once) and never read.
 func (w *Watcher) observe(path string) {
-	info, err := os.Stat(path)
-	if err != nil || !info.Mode().IsRegular() {
+	info, err := os.Lstat(path)
+	if err != nil {
 		delete(w.seen, path)
 		return
 	}
+	if err := safefile.Check(path, info.Mode()); err != nil {
+		delete(w.seen, path)
+		if !w.refused[path] {
+			w.refused[path] = true
+			if w.opts.Refused != nil {
+				w.opts.Refused(path, err)
+			}
+		}
+		return
+	}
+	delete(w.refused, path)
 	o := w.seen[path]
 	ino := inode(info)
 	if o != nil && o.size == info.Size() && o.modTime.Equal(info.ModTime()) && o.inode == ino {
@@ -247,18 +273,16 @@ func inode(info fs.FileInfo) uint64 {
 // ErrTooLarge is returned by ReadFile for a file over the size cap.
 var ErrTooLarge = errors.New("file is over the size cap")
 
-// ReadFile reads a complete file, refusing one over maxSize bytes without
-// reading it.
+// ReadFile reads a complete regular file, refusing one over maxSize bytes
+// without reading it. It opens with safefile.Open: a symlink or a file that
+// is not regular (swapped in since it was observed) is refused, decided on
+// the open descriptor, and never blocks.
 func ReadFile(path string, maxSize int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, info, err := safefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if info.Size() > maxSize {
 		return nil, ErrTooLarge
 	}

@@ -138,3 +138,29 @@ func (w *Writer) Bytes() []byte {
 	w.buf = append(w.buf, '.')
 	return w.buf
 }
+
+// MemoBomb writes the attack of issue 19: a flight recorder dump whose
+// entries all share one frames list of items small ints through the memo.
+// With 1,000 entries and 1,048,575 items it is some 2 MB, and a reader
+// that expands each reference builds a billion values.
+func MemoBomb(entries, items int) []byte {
+	w := NewWriter().BeginDict()
+	w.String("version").String("2.10")
+	w.String("entries").BeginList()
+	var frames uint32
+	for i := range entries {
+		w.BeginDict().String("frames")
+		if i == 0 {
+			w.BeginList()
+			for j := range items {
+				w.Int(int64(j % 200))
+			}
+			w.EndList()
+			frames = w.Memo()
+		} else {
+			w.Get(frames)
+		}
+		w.String("record_id").Int(int64(i)).EndDict()
+	}
+	return w.EndList().EndDict().Bytes()
+}

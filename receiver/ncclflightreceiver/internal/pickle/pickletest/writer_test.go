@@ -73,3 +73,20 @@ func TestWriterLongMemo(t *testing.T) {
 	assert.Equal(t, int64(256), items[257])
 	assert.Equal(t, int64(3), items[258])
 }
+
+func TestMemoBombShape(t *testing.T) {
+	data := MemoBomb(3, 5)
+	v, err := pickle.DecodeWithOptions(data, pickle.Options{})
+	require.NoError(t, err)
+	top := v.(*pickle.Dict)
+	entries, ok := top.Get("entries")
+	require.True(t, ok)
+	require.Len(t, entries, 3)
+	for _, e := range entries.([]any) {
+		frames, ok := e.(*pickle.Dict).Get("frames")
+		require.True(t, ok)
+		assert.Equal(t, []any{int64(0), int64(1), int64(2), int64(3), int64(4)}, frames)
+	}
+	// The full-size bomb is about 2 MB.
+	assert.InDelta(t, 2<<20, len(MemoBomb(1000, 1<<20-1)), 100<<10)
+}
