@@ -56,7 +56,8 @@ type Config struct {
 	// 30s); 0 turns profiling fields off.
 	ProfilingInterval time.Duration `mapstructure:"profiling_interval"`
 	// CallTimeout bounds one call to the driver for one GPU (default 5s):
-	// a GPU whose call hangs is reported unresponsive.
+	// a GPU whose call hangs is reported unresponsive. Shutdown waits at
+	// most two of them, whatever the driver does.
 	CallTimeout time.Duration `mapstructure:"call_timeout"`
 
 	// XIDCatalogue overrides or adds entries of the built-in XID table.

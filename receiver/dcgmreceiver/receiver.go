@@ -3,6 +3,7 @@ package dcgmreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -123,30 +124,77 @@ func (r *dcgmReceiver) run(fn func()) {
 	}()
 }
 
-// Shutdown stops the loops and the source. It waits for them only as long
-// as ctx allows: a driver call stuck inside cgo must not hang the collector.
+// Shutdown stops the loops and the source. It waits for the loops only as
+// long as ctx allows, and each of the two steps never longer than
+// call_timeout: a driver call stuck inside cgo must not hang the collector,
+// whose shutdown context has no deadline (SIGTERM would then wait for the
+// kubelet's SIGKILL). A stuck call is left behind and named in the error.
 func (r *dcgmReceiver) Shutdown(ctx context.Context) error {
+	callTimeout := r.callTimeout()
 	if r.cancel != nil {
 		r.cancel()
 	}
-	done := make(chan struct{})
-	go func() {
-		r.wg.Wait()
-		close(done)
-	}()
 	var errs []error
-	select {
-	case <-done:
-	case <-ctx.Done():
+	loops, cancelLoops := context.WithTimeout(ctx, callTimeout)
+	defer cancelLoops()
+	if !waitUntil(loops, r.wg.Wait) {
 		errs = append(errs, errors.New("dcgmreceiver: shutdown: a collection is still running (a driver call may be stuck)"))
 	}
-	if r.deps.metricsSource != nil {
-		errs = append(errs, r.deps.metricsSource.Shutdown(ctx))
-	}
-	if l, ok := r.deps.processes.(*processLister); ok {
-		errs = append(errs, l.Shutdown(ctx))
+	// The source is released even when ctx has ended (it then gives up its
+	// waits at once), and waited for at most another call_timeout, ctx or
+	// not: one deaf to ctx is stuck in the driver.
+	release, cancelRelease := context.WithTimeout(ctx, callTimeout)
+	defer cancelRelease()
+	released := make(chan error, 1) // buffered: a late release does not block
+	go func() {
+		var errs []error
+		if r.deps.metricsSource != nil {
+			errs = append(errs, r.deps.metricsSource.Shutdown(release))
+		}
+		if l, ok := r.deps.processes.(*processLister); ok {
+			errs = append(errs, l.Shutdown(release))
+		}
+		released <- errors.Join(errs...)
+	}()
+	timer := time.NewTimer(callTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-released:
+		errs = append(errs, err)
+	case <-timer.C:
+		select {
+		case err := <-released: // done at the same moment
+			errs = append(errs, err)
+		default:
+			errs = append(errs, fmt.Errorf("dcgmreceiver: shutdown: releasing the GPU source did not finish within call_timeout (%s): a driver call may be stuck", callTimeout))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// callTimeout is call_timeout, or its default where a config built in code
+// left it unset (Validate refuses 0 in a collector's config).
+func (r *dcgmReceiver) callTimeout() time.Duration {
+	if r.cfg == nil || r.cfg.CallTimeout <= 0 {
+		return defaultCallTimeout
+	}
+	return r.cfg.CallTimeout
+}
+
+// waitUntil runs wait in a goroutine and reports whether it returned before
+// ctx ended.
+func waitUntil(ctx context.Context, wait func()) bool {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // onXID is the sink every source calls, from its own goroutine. It never
