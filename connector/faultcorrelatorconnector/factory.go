@@ -60,8 +60,9 @@ type factory struct {
 	instances *sharedcomponent.Map[*Config, *correlator]
 }
 
-// shared is the instance one pipeline gets: Start and Shutdown count
-// pipelines, the consume calls go to the one correlator.
+// shared is the instance one pipeline gets: the first Start starts the one
+// correlator and the first Shutdown stops it (internal/sharedcomponent, as
+// contrib's); the consume calls go to it.
 type shared struct {
 	*sharedcomponent.Component[*Config, *correlator]
 }
