@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestSyntheticDumpParses(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "nccl_trace_rank_3")
+	require.NoError(t, run([]string{"-out", out, "-rank", "3", "-entries", "50"}))
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	d, _, err := frdump.Parse(data)
+	require.NoError(t, err)
+	assert.Len(t, d.Entries, 50)
+}
+
+func TestMemoBombIsRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bomb")
+	require.NoError(t, run([]string{"-out", out, "-memo-bomb", "-entries", "1000", "-items", "100000"}))
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	_, _, err = frdump.Parse(data)
+	assert.ErrorIs(t, err, pickle.ErrLimit)
+}
+
+func TestBadArguments(t *testing.T) {
+	assert.Error(t, run(nil), "no -out")
+	assert.Error(t, run([]string{"-out", filepath.Join(t.TempDir(), "x"), "-entries", "0"}))
+	assert.Error(t, run([]string{"-out", filepath.Join(t.TempDir(), "x"), "stray"}))
+}
