@@ -38,5 +38,5 @@ func createTraces(_ context.Context, set processor.Settings, cfg component.Confi
 	if !ok {
 		return nil, errConfigNotStepSpan
 	}
-	return newStepSpanProcessor(c, set, next), nil
+	return newStepSpanProcessor(c, set, next)
 }

@@ -3,12 +3,21 @@ package stepspanprocessor
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metadatatest"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor/internal/metadata"
 )
 
 // metadata.yaml against the factory and the ocb manifests.
 func TestMetadataConformance(t *testing.T) {
 	metadatatest.Check(t, metadatatest.Component{
 		Factory: NewFactory(),
+		Telemetry: func(t *testing.T, set component.TelemetrySettings) {
+			tb, err := metadata.NewTelemetryBuilder(set)
+			require.NoError(t, err)
+			metadatatest.RecordAll(t, tb)
+		},
 	})
 }

@@ -13,12 +13,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor/internal/metadata"
 )
 
 // flushEvery is how often held steps and orphan collectives are checked.
@@ -64,6 +67,7 @@ type rankKey struct {
 type stepSpanProcessor struct {
 	cfg    *Config
 	logger *zap.Logger
+	tb     *metadata.TelemetryBuilder
 	next   consumer.Traces
 	now    func() time.Time
 
@@ -73,19 +77,28 @@ type stepSpanProcessor struct {
 	steps       map[stepKey]*openStep
 	arrivals    []*openStep // arrival order, for evicting the oldest in O(1)
 	collectives map[rankKey][]*collective
+	// capWarned: ranks whose dropped collectives were logged already (the
+	// counter has every drop; at most max_ranks entries).
+	capWarned map[rankKey]bool
 
 	loop periodic.Loop // the background flush, emission or evaluation
 }
 
-func newStepSpanProcessor(cfg *Config, set processor.Settings, next consumer.Traces) *stepSpanProcessor {
+func newStepSpanProcessor(cfg *Config, set processor.Settings, next consumer.Traces) (*stepSpanProcessor, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("stepspanprocessor: telemetry: %w", err)
+	}
 	return &stepSpanProcessor{
 		cfg:         cfg,
 		logger:      set.Logger,
+		tb:          tb,
+		capWarned:   map[rankKey]bool{},
 		next:        next,
 		now:         time.Now,
 		steps:       map[stepKey]*openStep{},
 		collectives: map[rankKey][]*collective{},
-	}
+	}, nil
 }
 
 func (p *stepSpanProcessor) Capabilities() consumer.Capabilities {
@@ -280,8 +293,9 @@ func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.Instru
 		c.resolved = true // the flush forwards it below
 	}
 	list = append(list, c)
-	if len(list) > p.cfg.MaxCollectivesPerRank {
-		list = list[len(list)-p.cfg.MaxCollectivesPerRank:]
+	if over := len(list) - p.cfg.MaxCollectivesPerRank; over > 0 {
+		list = list[over:]
+		p.dropped(rk, over)
 	}
 	p.collectives[rk] = list
 }
@@ -416,4 +430,22 @@ func (p *stepSpanProcessor) send(ctx context.Context, td ptrace.Traces) {
 	if err := p.next.ConsumeTraces(ctx, td); err != nil {
 		p.logger.Warn("stepspanprocessor: spans refused downstream", zap.Int("spans", td.SpanCount()), zap.Error(err))
 	}
+}
+
+// dropped counts collectives of rk that no step claimed before the rank's
+// cap pushed them out, and logs the first time per rank (the count goes on
+// in the counter, which log sampling cannot hide). Callers hold p.mu.
+func (p *stepSpanProcessor) dropped(rk rankKey, n int) {
+	p.tb.ProcessorStepspanCollectivesDropped.Add(context.Background(), int64(n),
+		metric.WithAttributeSet(attribute.NewSet(attribute.String(metadata.TelemetryAttrReason, metadata.ReasonPerRankCap))))
+	if p.capWarned[rk] {
+		return
+	}
+	if len(p.capWarned) >= p.cfg.MaxRanks {
+		clear(p.capWarned)
+	}
+	p.capWarned[rk] = true
+	p.logger.Warn("stepspanprocessor: a rank holds more unclaimed collectives than max_collectives_per_rank; dropping the oldest (otelcol_processor_stepspan_collectives_dropped)",
+		zap.String(semconv.AttrHostName, rk.host), zap.Int64(semconv.AttrTrainingRank, rk.rank),
+		zap.Int("max_collectives_per_rank", p.cfg.MaxCollectivesPerRank))
 }

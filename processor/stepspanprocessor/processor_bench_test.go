@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -19,7 +20,8 @@ import (
 // record.
 func BenchmarkRankSteps(b *testing.B) {
 	cfg := createDefaultConfig().(*Config)
-	p := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+	p, err := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+	require.NoError(b, err)
 	batches := make([]ptrace.Traces, 0, 1024)
 	for step := int64(0); step < 1024; step++ {
 		td := ptrace.NewTraces()
@@ -54,7 +56,8 @@ func BenchmarkOpenStepMemory(b *testing.B) {
 	cfg.CollectiveWait = time.Hour
 	cfg.MaxOpenSteps = 1 << 20
 	for b.Loop() {
-		p := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+		p, err := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+		require.NoError(b, err)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -75,7 +78,8 @@ func BenchmarkKeptCollectiveMemory(b *testing.B) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.MaxCollectivesPerRank = 1 << 20
 	for b.Loop() {
-		p := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+		p, err := newStepSpanProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
+		require.NoError(b, err)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

@@ -31,7 +31,8 @@ const maxPickleBytes = 8 << 20
 // stepspanKeptPerRank is the stepspan processor's max_collectives_per_rank
 // (default 4096, not set in the agent config): of a rank's collectives no
 // step claims, it keeps and later forwards the newest 4096 and drops the
-// older ones without a counter or a log line, so a 20,000-entry dump, read
+// older ones (counted in otelcol_processor_stepspan_collectives_dropped,
+// logged once per rank), so a 20,000-entry dump, read
 // whole by the receiver, reaches otlp_spans as its last 4096 spans.
 const stepspanKeptPerRank = 4096
 
