@@ -137,49 +137,37 @@ type faultConsumer struct {
 }
 
 func consumeFaults(t *testing.T, broker string) *faultConsumer {
-	client, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("gpu_faults"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fc := &faultConsumer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var un plog.ProtoUnmarshaler
-		for ctx.Err() == nil {
-			fetches := client.PollFetches(ctx)
-			now := time.Now()
-			fetches.EachRecord(func(r *kgo.Record) {
-				ld, err := un.UnmarshalLogs(r.Value)
-				if err != nil {
-					t.Errorf("gpu_faults: a message that is not OTLP logs: %v", err)
-					return
-				}
-				fc.add(ld, now, t)
-			})
+	consumeFaultRecords(t, broker, func(_ *kgo.Record, records []fault.Record, arrived time.Time) {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		for _, r := range records {
+			fc.records = append(fc.records, r)
+			fc.arrivals = append(fc.arrivals, arrived)
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		client.Close()
 	})
 	return fc
 }
 
-func (fc *faultConsumer) add(ld plog.Logs, at time.Time, t *testing.T) {
-	records, errs := fault.FromLogs(ld)
-	for _, err := range errs {
-		t.Errorf("gpu_faults: %v", err)
-	}
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	for _, r := range records {
-		fc.records = append(fc.records, r)
-		fc.arrivals = append(fc.arrivals, at)
-	}
+// consumeFaultRecords reads gpu_faults from the start in the background
+// until the test ends and hands fn each message's fault records with the
+// message and the time it arrived; a message that is not fault records
+// fails the test.
+func consumeFaultRecords(t *testing.T, broker string, fn func(msg *kgo.Record, records []fault.Record, arrived time.Time)) {
+	var un plog.ProtoUnmarshaler
+	consumeTopic(t, broker, "gpu_faults", func(msg *kgo.Record) {
+		arrived := time.Now()
+		ld, err := un.UnmarshalLogs(msg.Value)
+		if err != nil {
+			t.Errorf("gpu_faults: a message that is not OTLP logs: %v", err)
+			return
+		}
+		records, errs := fault.FromLogs(ld)
+		for _, err := range errs {
+			t.Errorf("gpu_faults: %v", err)
+		}
+		fn(msg, records, arrived)
+	})
 }
 
 func (fc *faultConsumer) snapshot() ([]fault.Record, []time.Time) {

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/test/loadtest"
@@ -331,42 +330,13 @@ type keyedFaults struct {
 
 // consumeKeyedFaults reads gpu_faults from the start.
 func consumeKeyedFaults(t *testing.T, broker string) *keyedFaults {
-	client, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("gpu_faults"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	kf := &keyedFaults{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var un plog.ProtoUnmarshaler
-		for ctx.Err() == nil {
-			fetches := client.PollFetches(ctx)
-			now := time.Now()
-			fetches.EachRecord(func(r *kgo.Record) {
-				ld, err := un.UnmarshalLogs(r.Value)
-				if err != nil {
-					t.Errorf("gpu_faults: a message that is not OTLP logs: %v", err)
-					return
-				}
-				records, errs := fault.FromLogs(ld)
-				for _, err := range errs {
-					t.Errorf("gpu_faults: %v", err)
-				}
-				kf.mu.Lock()
-				for _, rec := range records {
-					kf.records = append(kf.records, keyedFault{Record: rec, key: bytes.Clone(r.Key), partition: r.Partition, arrived: now})
-				}
-				kf.mu.Unlock()
-			})
+	consumeFaultRecords(t, broker, func(msg *kgo.Record, records []fault.Record, arrived time.Time) {
+		kf.mu.Lock()
+		defer kf.mu.Unlock()
+		for _, rec := range records {
+			kf.records = append(kf.records, keyedFault{Record: rec, key: bytes.Clone(msg.Key), partition: msg.Partition, arrived: arrived})
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		client.Close()
 	})
 	return kf
 }

@@ -441,16 +441,7 @@ type faultIDs struct {
 
 func consumeFaultIDs(t *testing.T, broker string) *faultIDs {
 	f := &faultIDs{byKey: map[string]map[string]bool{}}
-	consumeTopic(t, broker, "gpu_faults", func(rec *kgo.Record) {
-		ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(rec.Value)
-		if err != nil {
-			t.Errorf("gpu_faults: %v", err)
-			return
-		}
-		records, errs := fault.FromLogs(ld)
-		for _, err := range errs {
-			t.Errorf("gpu_faults: %v", err)
-		}
+	consumeFaultRecords(t, broker, func(_ *kgo.Record, records []fault.Record, _ time.Time) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, r := range records {
