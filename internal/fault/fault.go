@@ -34,13 +34,18 @@ const (
 	TypeGPUSyncWait Type = "gpu.sync_wait"
 	// TypeNodeRepeatedFaults escalates a node that keeps faulting.
 	TypeNodeRepeatedFaults Type = "node.repeated_faults"
+	// TypeJobSlowdown: a large share of a job's ranks (more than the
+	// straggler processor's max_slow_share of a group) slow at once, or a
+	// job whose ranks run at two stable levels. A finding about the job,
+	// not a node to take out.
+	TypeJobSlowdown Type = "job.slowdown"
 )
 
 // Types lists every fault type in the order docs/fault-record.md lists them.
 func Types() []Type {
 	return []Type{TypeStragglerCompute, TypeStragglerLink, TypeNVLinkDegraded, TypeGPUMemoryDBE,
 		TypeGPUECCSBERate, TypeGPUThermal, TypeGPUFellOffBus, TypeGPUUnresponsive, TypeGPUXID,
-		TypeIBLinkFlap, TypeNCCLHang, TypeNCCLTimeout, TypeTrainingLossNaN, TypeNodeSilent, TypeGPUSyncWait, TypeNodeRepeatedFaults}
+		TypeIBLinkFlap, TypeNCCLHang, TypeNCCLTimeout, TypeTrainingLossNaN, TypeNodeSilent, TypeGPUSyncWait, TypeNodeRepeatedFaults, TypeJobSlowdown}
 }
 
 // Valid reports whether t is a known fault type.
@@ -154,12 +159,20 @@ func (e Entity) String() string { return string(e.Kind) + ":" + e.Key }
 
 // Evidence is one signal reading that supports a fault.
 type Evidence struct {
-	Signal  string  // metric, log attribute or span attribute, see docs/fault-record.md
-	Value   float64 // numeric reading (or the aggregate the rule tested)
-	Text    string  // text reading, e.g. a straggler verdict; empty for numbers
-	Time    time.Time
-	TraceID pcommon.TraceID // empty when the signal is not from a span
-	SpanID  pcommon.SpanID
+	Signal string  // metric, log attribute or span attribute, see docs/fault-record.md
+	Value  float64 // numeric reading (or the aggregate the rule tested)
+	Text   string  // text reading, e.g. a straggler verdict; empty for numbers
+	// Time is when the reading was taken (the data's own timestamp: a
+	// span's end, a data point's or log record's timestamp).
+	Time time.Time
+	// ObservedAt is when the correlator placed the reading in its rule
+	// windows, where that is not Time: the gateway places the readings of
+	// spans (straggler verdicts, step spans, timed-out collectives) at
+	// their arrival, so that a verdict delayed by consumer lag or a node
+	// clock that is off still falls in its rule's window. Zero otherwise.
+	ObservedAt time.Time
+	TraceID    pcommon.TraceID // empty when the signal is not from a span
+	SpanID     pcommon.SpanID
 }
 
 // Record is one fault record. One fault yields a sequence of records with the

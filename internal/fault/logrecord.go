@@ -33,12 +33,15 @@ const (
 	AttrPresentAtStart = "fault.present_at_start"
 
 	// Keys inside each fault.evidence map.
-	EvidenceSignal  = "signal"
-	EvidenceValue   = "value"
-	EvidenceText    = "text"
-	EvidenceTime    = "time"
-	EvidenceTraceID = "trace_id"
-	EvidenceSpanID  = "span_id"
+	EvidenceSignal = "signal"
+	EvidenceValue  = "value"
+	EvidenceText   = "text"
+	EvidenceTime   = "time"
+	// EvidenceObservedAt is Evidence.ObservedAt, present only when set
+	// (records written before it existed read back without it).
+	EvidenceObservedAt = "observed_at"
+	EvidenceTraceID    = "trace_id"
+	EvidenceSpanID     = "span_id"
 
 	// Shared names (internal/semconv) the record carries.
 	AttrHostName      = semconv.AttrHostName
@@ -121,6 +124,9 @@ func (r Record) ToLogRecord(lr plog.LogRecord) {
 		m.PutDouble(EvidenceValue, ev.Value)
 		putIfSet(m, EvidenceText, ev.Text)
 		m.PutStr(EvidenceTime, ev.Time.UTC().Format(timeLayout))
+		if !ev.ObservedAt.IsZero() {
+			m.PutStr(EvidenceObservedAt, ev.ObservedAt.UTC().Format(timeLayout))
+		}
 		if !ev.TraceID.IsEmpty() {
 			m.PutStr(EvidenceTraceID, ev.TraceID.String())
 		}
@@ -284,6 +290,11 @@ func parseEvidence(v pcommon.Value) (Evidence, error) {
 	var err error
 	if ev.Time, err = time.Parse(timeLayout, tm.AsString()); err != nil {
 		return Evidence{}, fmt.Errorf("%q: %w", EvidenceTime, err)
+	}
+	if t, ok := m.Get(EvidenceObservedAt); ok {
+		if ev.ObservedAt, err = time.Parse(timeLayout, t.AsString()); err != nil {
+			return Evidence{}, fmt.Errorf("%q: %w", EvidenceObservedAt, err)
+		}
 	}
 	if t, ok := m.Get(EvidenceTraceID); ok {
 		if ev.TraceID, err = parseHexID16(t.AsString()); err != nil {

@@ -117,6 +117,10 @@ func TestFromLogRecordRejectsMalformed(t *testing.T) {
 		AttrGPUXID:         func(m pcommon.Map) { m.PutStr(AttrGPUXID, "48") },
 		AttrEvidence:       func(m pcommon.Map) { m.PutStr(AttrEvidence, "trust me") },
 		AttrPresentAtStart: func(m pcommon.Map) { m.PutStr(AttrPresentAtStart, "yes") },
+		"evidence observed_at": func(m pcommon.Map) {
+			ev, _ := m.Get(AttrEvidence)
+			ev.Slice().At(1).Map().PutStr(EvidenceObservedAt, "later")
+		},
 		"evidence trace": func(m pcommon.Map) {
 			ev, _ := m.Get(AttrEvidence)
 			ev.Slice().At(1).Map().PutStr(EvidenceTraceID, "abc")
@@ -154,4 +158,28 @@ func TestFromLogs(t *testing.T) {
 	if len(errs) != 1 {
 		t.Fatalf("errors = %v, want one for the plain log record", errs)
 	}
+}
+
+// A span reading the gateway placed at its arrival keeps both times: the
+// data's own (time) and the arrival (observed_at). A record without
+// observed_at (written before it existed, or a reading placed at its data
+// time) reads back with ObservedAt zero.
+func TestEvidenceObservedAtRoundTrip(t *testing.T) {
+	r := exampleRecord()
+	arrival := r.Evidence[1].Time.Add(10 * time.Minute)
+	r.Evidence[1].ObservedAt = arrival
+	lr := plog.NewLogRecord()
+	r.ToLogRecord(lr)
+	evs, ok := lr.Attributes().Get(AttrEvidence)
+	require.True(t, ok)
+	v, ok := evs.Slice().At(1).Map().Get(EvidenceObservedAt)
+	require.True(t, ok)
+	assert.Equal(t, "2025-03-14T09:37:15Z", v.Str())
+	_, ok = evs.Slice().At(0).Map().Get(EvidenceObservedAt)
+	assert.False(t, ok, "written only when set")
+	got, err := FromLogRecord(lr)
+	require.NoError(t, err)
+	assert.Equal(t, r, got)
+	assert.True(t, got.Evidence[1].ObservedAt.Equal(arrival))
+	assert.True(t, got.Evidence[0].ObservedAt.IsZero())
 }

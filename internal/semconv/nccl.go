@@ -18,3 +18,29 @@ const (
 	NCCLSourceInspector      = "inspector"
 	NCCLSourceRAS            = "ras"
 )
+
+// Issue 20 (H4): the culprit of a hang, from the flight-recorder analysis.
+const (
+	// NCCLFindingHang is the nccl.finding of the job-level hang finding:
+	// the ranks (nccl.ranks) that stopped, which every stuck process group
+	// of the job waits for. missing_ranks and pg_status_divergence findings
+	// it explains are folded into its evidence.
+	NCCLFindingHang = "hang"
+	// NCCLFindingMissingRanks is the nccl.finding of ranks that never
+	// enqueued a collective their peers entered (one process group).
+	NCCLFindingMissingRanks = "missing_ranks"
+	// NCCLFindingStraggler is the nccl.finding of the cross-rank straggler:
+	// the rank that enqueues last in most collectives.
+	NCCLFindingStraggler = "straggler"
+	// NCCLEvidenceStuckCollective and NCCLEvidencePythonStack are keys of a
+	// hang finding's nccl.evidence, per culprit ("rank.<r>.<key>"): the
+	// collectives it never enqueued while its peers did ("pg <name>:<desc>
+	// seq <n> <op> (...)") and the Python stack of its newest entry.
+	NCCLEvidenceStuckCollective = "stuck_collective"
+	NCCLEvidencePythonStack     = "python_stack"
+	// SignalNCCLHangCollective and SignalNCCLHangStack are the correlator's
+	// text signals, observed under each culprit rank of a hang finding, from
+	// those evidence values: the nccl_hang rule quotes them in the fault.
+	SignalNCCLHangCollective = "nccl.hang.collective"
+	SignalNCCLHangStack      = "nccl.hang.python_stack"
+)

@@ -117,6 +117,7 @@ var ruleSignals = [...]ruleSignal{
 
 	// The straggler processor's verdict on rank spans.
 	{AttrStragglerVerdict, emitterStragglerProc},
+	{AttrStragglerJobVerdict, emitterStragglerProc},
 
 	// Signals the correlator derives: the step's duration from a
 	// train.step span, a collective span the watchdog retired, a watched
@@ -125,6 +126,11 @@ var ruleSignals = [...]ruleSignal{
 	{SignalNCCLCollectiveTimedOut, emitterFaultCorrelator},
 	{SignalNodeHeartbeat, emitterFaultCorrelator},
 	{SignalFaultOpened, emitterFaultCorrelator},
+
+	// Issue 20 (H4): texts the correlator takes from a flight-recorder hang
+	// finding's evidence, under each culprit rank.
+	{SignalNCCLHangCollective, emitterFaultCorrelator},
+	{SignalNCCLHangStack, emitterFaultCorrelator},
 }
 
 // signalEmitters indexes ruleSignals by name.

@@ -9,6 +9,19 @@ const (
 	AttrStragglerComputeRatio = "straggler.compute_ratio"
 	AttrStragglerWaitRatio    = "straggler.wait_ratio"
 	AttrStragglerFlaggedRanks = "straggler.flagged_ranks"
+	// AttrStragglerOnsetStep and AttrStragglerOnsetUnixNano name the first
+	// flagged step of a verdict and that step's start (data time, Unix ns):
+	// the correlator's fault.first_seen for the fault the verdict opens.
+	AttrStragglerOnsetStep     = "straggler.onset_step"
+	AttrStragglerOnsetUnixNano = "straggler.onset_unix_nano"
+	// AttrStragglerJobVerdict is on a step's root span when a configured
+	// share of a group is slow at once (a job slowdown or a bimodal job,
+	// not N stragglers): the value is VerdictJobSlowdown.
+	AttrStragglerJobVerdict = "straggler.job_verdict"
+	// AttrStragglerSlowShare is the share of the group's ranks slow at once.
+	AttrStragglerSlowShare = "straggler.slow_share"
+	// VerdictJobSlowdown is the job-level verdict (fault type job.slowdown).
+	VerdictJobSlowdown = "job.slowdown"
 	// StragglerVerdictPrefix starts every verdict value: straggler.compute,
 	// straggler.link, ... (the fault types of internal/fault).
 	StragglerVerdictPrefix = "straggler."

@@ -50,6 +50,12 @@ const (
 	AttrPhaseForwardNs   = "training.phase.forward_ns"
 	AttrPhaseBackwardNs  = "training.phase.backward_ns"
 	AttrPhaseOptimizerNs = "training.phase.optimizer_ns"
+	// AttrPhaseCommWaitNs is the time the rank's step was blocked waiting
+	// for communication its compute did not hide (the exposed wait, e.g.
+	// the tail of an overlapped gradient all-reduce). A span that carries it
+	// (0 included) declares that its forward, backward and optimizer phases
+	// are the rank's own compute only (docs/training-scripts.md).
+	AttrPhaseCommWaitNs = "training.phase.comm_wait_ns"
 
 	// The summary of a rank's NCCL collectives in the step, written by the
 	// stepspan processor (or a script), read by the straggler processor and
@@ -60,6 +66,11 @@ const (
 	AttrCollectivesMaxName   = "nccl.collectives.max_name"
 	AttrCollectivesOffsetsNs = "nccl.collectives.enqueue_offsets_ns"
 	AttrCollectivesAnomalies = "nccl.collectives.anomalies"
+	// AttrCollectivesTailNs is the rank's exposed collective wait in the
+	// step as the flight recorder shows it: from the rank's last collective
+	// enqueue in the step to the completion of the step's last collective
+	// (written by the stepspan processor when the entries carry times).
+	AttrCollectivesTailNs = "nccl.collectives.tail_ns"
 )
 
 // Metrics of the stepmetrics connector; the correlator reads the step

@@ -16,7 +16,7 @@ const (
 
 // Attrs is a step record read in one pass over each of its maps: the
 // span's (fromSpan) and its resource's. It keeps who the rank is and what
-// the straggler decision reads (the fields up to FieldCollectivesTotalNs);
+// the straggler decision reads (the fields up to FieldCollectivesTailNs);
 // the other fields' values are read where they are used, from the key
 // FieldOf classifies. A field holds a value only when Has says so; the
 // strings point into the maps read, so a caller that keeps one beyond the
@@ -47,7 +47,7 @@ func (a *Attrs) Stage() string { return a.str(FieldStage) }
 func (a *Attrs) str(f Field) string { return a.strs[f-FieldJob] }
 
 // Int is the value of an integer field (FieldAttempt to
-// FieldCollectivesTotalNs), 0 when absent.
+// FieldCollectivesTailNs), 0 when absent.
 func (a *Attrs) Int(f Field) int64 {
 	if f < FieldAttempt || f > lastKept {
 		return 0

@@ -24,6 +24,12 @@ const (
 	FieldPhaseBackward
 	FieldPhaseOptimizer
 	FieldCollectivesTotalNs
+	// FieldPhaseCommWait (training.phase.comm_wait_ns) is the exposed
+	// communication wait a script measured; its presence says the phases
+	// are compute-only. FieldCollectivesTailNs (nccl.collectives.tail_ns)
+	// is the same wait as stepspan derives it from the flight recorder.
+	FieldPhaseCommWait
+	FieldCollectivesTailNs
 	// The fields above are the ones Attrs keeps; those below it classifies
 	// only (lastKept).
 
@@ -52,7 +58,7 @@ const (
 
 	// lastKept is the last field Attrs keeps a value of: who the rank is,
 	// and what the straggler decision reads.
-	lastKept = FieldCollectivesTotalNs
+	lastKept = FieldCollectivesTailNs
 )
 
 // fieldKeys are the attribute keys of the fields.
@@ -71,12 +77,14 @@ var fieldKeys = [numFields]string{
 	FieldPhaseForward:   semconv.AttrPhaseForwardNs,
 	FieldPhaseBackward:  semconv.AttrPhaseBackwardNs,
 	FieldPhaseOptimizer: semconv.AttrPhaseOptimizerNs,
+	FieldPhaseCommWait:  semconv.AttrPhaseCommWaitNs,
 	FieldTokens:         semconv.AttrTrainingTokens,
 	FieldLoss:           semconv.AttrTrainingLoss,
 	FieldFlops:          semconv.AttrTrainingFlops,
 
 	FieldCollectivesCount:     semconv.AttrCollectivesCount,
 	FieldCollectivesTotalNs:   semconv.AttrCollectivesTotalNs,
+	FieldCollectivesTailNs:    semconv.AttrCollectivesTailNs,
 	FieldCollectivesMaxNs:     semconv.AttrCollectivesMaxNs,
 	FieldCollectivesMaxName:   semconv.AttrCollectivesMaxName,
 	FieldCollectivesOffsetsNs: semconv.AttrCollectivesOffsetsNs,
@@ -187,8 +195,8 @@ func (f Field) OnResource() bool { return f >= FieldJob && f <= FieldLocalRank }
 // numbers): the signals a rule may read as samples.
 func (f Field) Measured() bool {
 	switch f {
-	case FieldPhaseDataload, FieldPhaseForward, FieldPhaseBackward, FieldPhaseOptimizer,
-		FieldTokens, FieldLoss, FieldFlops,
+	case FieldPhaseDataload, FieldPhaseForward, FieldPhaseBackward, FieldPhaseOptimizer, FieldPhaseCommWait,
+		FieldCollectivesTailNs, FieldTokens, FieldLoss, FieldFlops,
 		FieldCollectivesCount, FieldCollectivesTotalNs, FieldCollectivesMaxNs, FieldCollectivesAnomalies,
 		FieldHealthSMActive, FieldHealthTemperature, FieldHealthNVLinkCRC, FieldHealthECCSBE, FieldHealthECCDBE,
 		FieldHealthWindowS, FieldHealthIBSymbol, FieldHealthIBLinkDowned:
