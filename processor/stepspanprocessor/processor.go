@@ -49,11 +49,15 @@ type openStep struct {
 // collective is one collective span of a rank, kept until a step claims it
 // or it is forwarded as an orphan.
 type collective struct {
-	td       ptrace.Traces
-	name     string
-	start    time.Time
-	end      time.Time
-	failed   bool
+	td     ptrace.Traces
+	name   string
+	start  time.Time
+	end    time.Time
+	failed bool
+	// timed: the collective carries an enqueue and a completion time (it
+	// completed and its end is after its start); a flight-recorder entry
+	// seen only scheduled has neither.
+	timed    bool
 	arrived  time.Time
 	claimed  bool
 	resolved bool // sent on (under a step, or as an orphan) or dropped as summarised
@@ -287,6 +291,7 @@ func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.Instru
 		failed:  span.Status().Code() == ptrace.StatusCodeError,
 		arrived: now,
 	}
+	c.timed = hasTimes(span, c)
 	list := p.collectives[rk]
 	if list == nil && len(p.collectives) >= p.cfg.MaxRanks {
 		p.logger.Debug("stepspanprocessor: too many ranks, forwarding a collective unsummarised", zap.Int64("rank", rank))
@@ -353,14 +358,16 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 	list := p.collectives[rankKey{host: s.host, rank: s.key.rank}]
 	medians := medianDurations(list)
 	var (
-		sum steprecord.Collectives
-		out = []ptrace.Traces{s.td}
+		sum  steprecord.Collectives
+		tail tailWait
+		out  = []ptrace.Traces{s.td}
 	)
 	for _, c := range list {
 		if c.claimed || c.start.Before(s.start) || c.start.After(s.end) {
 			continue
 		}
 		c.claimed = true
+		tail.add(c)
 		d := c.end.Sub(c.start)
 		sum.Count++
 		sum.Total += d
@@ -380,10 +387,66 @@ func (p *stepSpanProcessor) summarise(s *openStep) []ptrace.Traces {
 	a := span.Attributes()
 	sum.Anomalies = int64(len(out) - 1)
 	steprecord.PutCollectives(a, sum)
+	if d, ok := tail.wait(); ok {
+		a.PutInt(semconv.AttrCollectivesTailNs, int64(d))
+	}
 	if p.health != nil {
 		putHealth(p.health, p.cfg.HealthWindow, s.td.ResourceSpans().At(0).Resource().Attributes(), a, s.start, s.end)
 	}
 	return out
+}
+
+// hasTimes reports whether a collective span carries an enqueue (its
+// start) and a completion (its end): not failed (timed out, or seen only
+// scheduled or started), completed when it says its state, and an end after
+// its start. The ncclflight receiver ends a span without a duration or a
+// discovered completion at its start.
+func hasTimes(span ptrace.Span, c *collective) bool {
+	if c.failed || !c.end.After(c.start) {
+		return false
+	}
+	if v, ok := span.Attributes().Get(semconv.AttrNCCLState); ok && v.Str() != "completed" {
+		return false
+	}
+	return true
+}
+
+// tailWait finds a rank's exposed collective wait in a step as the flight
+// recorder or the inspector shows it (nccl.collectives.tail_ns): from the
+// enqueue of the rank's last-enqueued collective of the step to the
+// completion of the step's last-completing one. A rank that finished its
+// compute early enqueues its last gradient bucket early and waits for the
+// slowest peer: its tail is about that peer's extra compute. The slowest
+// rank enqueues last and waits only for the transfer: its tail is about 0.
+// Both times are the rank's own host clock.
+type tailWait struct {
+	n          int
+	untimed    bool
+	lastEnq    time.Time
+	lastFinish time.Time
+}
+
+func (t *tailWait) add(c *collective) {
+	t.n++
+	if !c.timed {
+		t.untimed = true
+		return
+	}
+	if c.start.After(t.lastEnq) {
+		t.lastEnq = c.start
+	}
+	if c.end.After(t.lastFinish) {
+		t.lastFinish = c.end
+	}
+}
+
+// wait is the tail, >= 0; ok is false when the step had no collective or
+// one of them carries no times (the last one might be it).
+func (t *tailWait) wait() (time.Duration, bool) {
+	if t.n == 0 || t.untimed {
+		return 0, false
+	}
+	return max(0, t.lastFinish.Sub(t.lastEnq)), true
 }
 
 // medianDurations is each collective kind's median duration on a rank: the

@@ -8,6 +8,7 @@ trace without any rank talking to another::
     import otelcol_gpu_step
 
     steps = otelcol_gpu_step.Steps()          # job, attempt, rank from the environment
+    steps.attach_ddp(model)                   # DDP: backward is compute, the all-reduce wait apart
     for n, batch in enumerate(loader):
         with steps.step(n):
             with steps.phase("dataload"):
@@ -19,6 +20,14 @@ trace without any rank talking to another::
             with steps.phase("optimizer"):
                 opt.step()
             steps.record(tokens=4096, loss=last_loss)
+
+Phases are the rank's own compute. Under DistributedDataParallel,
+``attach_ddp(model)`` (or ``model.register_comm_hook(None, steps.comm_hook)``)
+marks each gradient bucket ready: the backward's compute ends at the last
+bucket, and the rest of the backward, spent waiting for the all-reduce the
+compute did not hide, is sent as ``training.phase.comm_wait_ns``. Other
+frameworks use ``steps.comm_wait()``, ``steps.compute_done()`` or
+``steps.record_comm_wait(ns)``.
 
 A script that times its own steps (a Lightning callback, a replay) hands each
 finished step over with ``steps.record_step(n, start_ns, end_ns, phases_ns={...})``.
@@ -51,7 +60,7 @@ import threading
 import time
 import urllib.parse
 
-__all__ = ["Steps", "trace_id", "rank_span_id", "root_span_id"]
+__all__ = ["Steps", "trace_id", "rank_span_id", "root_span_id", "PHASES", "COMM_WAIT"]
 __version__ = "0.1.0"
 
 _log = logging.getLogger("otelcol_gpu_step")
@@ -59,6 +68,10 @@ _log = logging.getLogger("otelcol_gpu_step")
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 SPAN_NAME = "train.step"
 PHASES = ("dataload", "forward", "backward", "optimizer")
+# training.phase.comm_wait_ns: the step's exposed communication wait. Its
+# presence (0 included) declares the phases compute-only.
+COMM_WAIT = "comm_wait"
+_DEFAULT_DDP_HOOK = "torch.distributed.algorithms.ddp_comm_hooks.default_hooks"
 
 _SPAN_KIND_INTERNAL = 1
 _STATUS_ERROR = 2
@@ -170,6 +183,23 @@ def _normalise_gpu_uuid(value):
     return "GPU-" + text
 
 
+def _remove(items, item):
+    """Removes item (by identity) from a list, the last occurrence first."""
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item:
+            del items[i]
+            return
+
+
+def _events_done(step):
+    """Whether every CUDA event of the step completed (query(): never waits).
+    Events recorded earlier on the stream complete first; the ends are enough,
+    but a wait's end may sit on another stream."""
+    return (all(run.end.query() for run in step.gpu_events)
+            and all(end.query() for run in step.gpu_events for _, end in run.waits)
+            and all(end.query() for _, end in step.gpu_waits))
+
+
 # --- OTLP JSON encoding (protobuf JSON mapping) ------------------------------
 
 
@@ -217,9 +247,35 @@ def _add_record(step, tokens, loss, flops, attributes):
             step.attrs[str(key)] = value
 
 
+class _PhaseRun(object):
+    """One entry into a phase: its start and end (CUDA events, or perf_counter
+    ns), the latest point at which its compute was done (the last gradient
+    bucket ready, ``Steps.compute_done()``) and the communication waits timed
+    inside it (``Steps.comm_wait()``). Everything from the compute's end to the
+    phase's end, and every timed wait, is communication wait, not compute."""
+
+    __slots__ = ("name", "start", "end", "compute_done", "waits", "wait_ns")
+
+    def __init__(self, name, start):
+        self.name = name
+        self.start = start
+        self.end = None
+        self.compute_done = None  # CUDA event or perf ns of the last compute_done()
+        self.waits = []  # (start event, end event) of comm_wait() regions (CUDA)
+        self.wait_ns = 0  # comm_wait() regions on the CPU clock
+
+    def declared(self):
+        return self.compute_done is not None or bool(self.waits) or self.wait_ns > 0
+
+
+def _elapsed_ns(start, end):
+    """Nanoseconds between two completed CUDA events, >= 0."""
+    return max(0, int(round(start.elapsed_time(end) * 1e6)))
+
+
 class _Step(object):
     __slots__ = ("n", "start_unix_ns", "start_perf_ns", "end_unix_ns", "phase_ns", "gpu_events",
-                 "phase_windows", "attrs", "error")
+                 "phase_windows", "attrs", "error", "open_phases", "gpu_waits")
 
     def __init__(self, n):
         self.n = n
@@ -227,7 +283,9 @@ class _Step(object):
         self.start_perf_ns = time.perf_counter_ns()
         self.end_unix_ns = 0
         self.phase_ns = {}  # name -> ns (CPU timing, or GPU timing once resolved)
-        self.gpu_events = []  # (name, start event, end event) until resolved
+        self.gpu_events = []  # _PhaseRun with CUDA events, until resolved
+        self.gpu_waits = []  # (start, end) CUDA events of comm_wait() outside any phase
+        self.open_phases = []  # _PhaseRun entered and not left yet, innermost last
         self.phase_windows = []  # (name, start unix ns, end unix ns) for phase child spans
         self.attrs = {}
         self.error = None
@@ -251,6 +309,24 @@ class _StepScope(object):
         if self._started:
             self._steps._end_step(exc_type)
         return False  # the training loop's own exceptions go on
+
+
+class _CommWaitScope(object):
+    """What ``Steps.comm_wait()`` returns."""
+
+    __slots__ = ("_steps", "_token")
+
+    def __init__(self, steps):
+        self._steps = steps
+        self._token = None
+
+    def __enter__(self):
+        self._token = self._steps._begin_comm_wait()
+        return self._steps
+
+    def __exit__(self, exc_type, exc, tb):
+        self._steps._end_comm_wait(self._token)
+        return False
 
 
 class _PhaseScope(object):
@@ -302,7 +378,20 @@ class Steps(object):
     N (0: never). ``dump_flight_recorder_every=N`` asks PyTorch for a NCCL
     flight-recorder dump every N steps into ``dump_dir``.
 
-    Use from the training thread only; ``close()`` (also run at exit) sends
+    Phases are the rank's own compute (docs/training-scripts.md): under DDP,
+    ``attach_ddp(model)`` (or ``model.register_comm_hook(None,
+    steps.comm_hook)``) ends the backward's compute at the last gradient
+    bucket's ready event and reports the rest of the backward, spent waiting
+    for the all-reduce, as ``training.phase.comm_wait_ns``; ``comm_wait()``,
+    ``compute_done()`` and ``record_comm_wait(ns)`` do the same for other
+    frameworks. ``compute_only_phases=True`` declares phases that are
+    compute-only by construction (a script that times them itself, a job
+    without data parallelism): every step then carries comm_wait_ns, 0 when
+    nothing else was recorded.
+
+    Use from the training thread only (the DDP hook and ``compute_done()``
+    may also run on autograd's threads, inside the training thread's
+    ``loss.backward()``); ``close()`` (also run at exit) sends
     what is queued, waiting at most ``close_timeout`` seconds.
     """
 
@@ -312,7 +401,7 @@ class Steps(object):
                  endpoint=None, mode="spans", timing="auto", phase_spans_every=0,
                  max_queue=2048, max_batch=256, flush_interval=1.0, timeout=1.0, close_timeout=2.0,
                  max_pending_gpu_steps=64, dump_flight_recorder_every=0, dump_dir=None,
-                 register_atexit=True, host_name=None):
+                 register_atexit=True, host_name=None, compute_only_phases=False):
         self._lock = threading.Lock()  # guards the counters and the warn-once set
         self._warned = set()
         self._dropped = 0
@@ -328,6 +417,11 @@ class Steps(object):
         self._use_cuda = False
         self._sender = None
         self._dumper = None
+        # Once the script has shown that its phases are compute-only (a
+        # bucket-ready mark inside a phase, a timed comm wait, or the
+        # constructor says so), every later step carries comm_wait_ns.
+        self._comm_declared = bool(compute_only_phases)
+        self._ddp_default_hook = None
 
         if mode not in ("spans", "logs"):
             raise ValueError("otelcol_gpu_step: mode must be 'spans' or 'logs', not %r" % (mode,))
@@ -408,9 +502,101 @@ class Steps(object):
 
         The contract's phases are "dataload", "forward", "backward" and
         "optimizer" (attribute ``training.phase.<name>_ns``); a phase entered
-        several times in one step (micro-batches) adds up.
+        several times in one step (micro-batches) adds up. A phase is the
+        rank's own compute: what ``compute_done()`` (the DDP hook) and
+        ``comm_wait()`` mark inside it as waiting for communication goes to
+        ``training.phase.comm_wait_ns`` instead. ``phase("comm_wait")`` is
+        ``comm_wait()``.
         """
+        if name == COMM_WAIT:
+            return _CommWaitScope(self)
         return _PhaseScope(self, name)
+
+    def comm_wait(self):
+        """Context manager around code that blocks on communication the compute
+        did not hide (``work.wait()`` of an async all-reduce, a pipeline
+        send/recv): its time goes to ``training.phase.comm_wait_ns`` and, when
+        it runs inside a phase, out of that phase. Timed like the phases (CUDA
+        events on the current stream, else the CPU clock)."""
+        return _CommWaitScope(self)
+
+    def record_comm_wait(self, ns):
+        """Adds ``ns`` nanoseconds (an int >= 0) the caller measured to the
+        current step's ``training.phase.comm_wait_ns``. The phases are not
+        touched: the caller's phases must then be compute-only. Never raises."""
+        try:
+            step = self._current
+            if step is None:
+                self._warn_once("comm-wait-outside", "record_comm_wait() outside a step is ignored")
+                return
+            ns = _integer("ns", ns)
+            if ns < 0:
+                raise ValueError("ns = %d is negative" % ns)
+            step.phase_ns[COMM_WAIT] = step.phase_ns.get(COMM_WAIT, 0) + ns
+            self._comm_declared = True
+        except Exception as err:
+            self._warn_once("record-comm-wait", "record_comm_wait(%r) ignored: %r", ns, err)
+
+    def compute_done(self):
+        """Marks that the compute of the innermost open phase has produced what
+        communication waits for (a gradient bucket is ready): a CUDA event on
+        the current stream, else the CPU clock. The phase's compute ends at its
+        last mark; from there to the phase's end is comm wait. The DDP hook
+        calls it for every bucket; under FSDP or another framework call it
+        from a hook that runs when the backward's last gradient is computed.
+        May run on autograd's threads. Never raises."""
+        try:
+            step = self._current
+            run = step.open_phases[-1] if step is not None and step.open_phases else None
+            if run is None:
+                self._warn_once("compute-done-outside",
+                                "compute_done() (a DDP bucket ready) outside a phase is ignored: "
+                                "put loss.backward() inside steps.phase('backward')")
+                return
+            if self._use_cuda:
+                event = self._torch.cuda.Event(enable_timing=True)
+                event.record()
+                run.compute_done = event
+            else:
+                run.compute_done = time.perf_counter_ns()
+            self._comm_declared = True
+        except Exception as err:
+            self._warn_once("compute-done", "compute_done() failed: %r", err)
+
+    def comm_hook(self, state, bucket):
+        """A DDP communication hook: ``model.register_comm_hook(None,
+        steps.comm_hook)``. It marks the bucket ready (``compute_done()``) and
+        runs PyTorch's default all-reduce hook (``state`` is its process
+        group, None for the default group). ``attach_ddp()`` wraps another
+        hook."""
+        self.compute_done()
+        hook = self._ddp_default_hook
+        if hook is None:
+            hook = importlib.import_module(_DEFAULT_DDP_HOOK).allreduce_hook
+            self._ddp_default_hook = hook
+        return hook(state, bucket)
+
+    def attach_ddp(self, model, state=None, hook=None):
+        """Registers a communication hook on a DistributedDataParallel
+        ``model`` (before its first forward) that marks each gradient bucket
+        ready and then runs ``hook(state, bucket)`` (default: PyTorch's
+        all-reduce hook, ``state`` its process group). The step's backward is
+        then its compute up to the last bucket's ready event, and the rest of
+        the backward (waiting for the all-reduce it could not hide) is
+        ``training.phase.comm_wait_ns``. Returns the model. Never raises: a
+        model that refuses the hook is logged and left as it was."""
+        if hook is None:
+            wrapped = self.comm_hook
+        else:
+            def wrapped(hook_state, bucket):
+                self.compute_done()
+                return hook(hook_state, bucket)
+        try:
+            model.register_comm_hook(state, wrapped)
+        except Exception as err:
+            _log.warning("otelcol_gpu_step: attach_ddp(): the model refused the communication hook (%r); "
+                         "backward_ns includes the all-reduce wait", err)
+        return model
 
     def record(self, tokens=None, loss=None, flops=None, attributes=None):
         """Adds ``training.tokens``, ``training.loss`` (NaN allowed), ``training.flops``
@@ -433,7 +619,9 @@ class Steps(object):
 
         ``n`` is the step (an int), ``start_ns`` / ``end_ns`` its unix times in
         nanoseconds (ints, ``time.time_ns()``), ``phases_ns`` a dict of phase
-        name -> duration in ns (``training.phase.<name>_ns``, as ``phase()``),
+        name -> duration in ns (``training.phase.<name>_ns``, as ``phase()``;
+        the rank's own compute, with the step's exposed communication wait as
+        ``"comm_wait"``),
         ``tokens`` / ``loss`` / ``flops`` / ``attributes`` as ``record()`` and
         ``error`` an error type (the span gets status Error and
         ``error.type``). The record is the one ``step(n)`` would send, with the
@@ -454,6 +642,8 @@ class Steps(object):
             return
         try:
             _add_record(step, tokens, loss, flops, attributes)
+            if self._comm_declared:
+                step.phase_ns.setdefault(COMM_WAIT, 0)
             if not self._timing_resolved:
                 self._resolve_timing()  # gpu.uuid, as for step()
             self._enqueue(step)
@@ -564,7 +754,12 @@ class Steps(object):
             step.end_unix_ns = step.start_unix_ns + (time.perf_counter_ns() - step.start_perf_ns)
             if exc_type is not None:
                 step.error = exc_type.__name__
-            if step.gpu_events:
+            for run in step.open_phases:  # left open by an exception: not measured
+                self._warn_once("phase-open", "phase(%r) still open at the step's end: not measured", run.name)
+            step.open_phases = []
+            if self._comm_declared:
+                step.phase_ns.setdefault(COMM_WAIT, 0)
+            if step.gpu_events or step.gpu_waits:
                 self._pending_gpu.append(step)
                 if len(self._pending_gpu) > self._max_pending_gpu:
                     self._pending_gpu.pop(0)
@@ -587,11 +782,9 @@ class Steps(object):
                 self._warn_once("phase-name", "phase name %r: use lower-case letters, digits, _", name)
                 return None
             start_unix = step.start_unix_ns + (time.perf_counter_ns() - step.start_perf_ns)
-            if self._use_cuda:
-                event = self._torch.cuda.Event(enable_timing=True)
-                event.record()
-                return (step, start_unix, event)
-            return (step, start_unix, time.perf_counter_ns())
+            run = _PhaseRun(name, self._mark())
+            step.open_phases.append(run)
+            return (step, start_unix, run)
         except Exception as err:
             self._warn_once("begin-phase", "phase(%r) not measured: %r", name, err)
             return None
@@ -600,18 +793,65 @@ class Steps(object):
         if token is None:
             return
         try:
-            step, start_unix, start = token
+            step, start_unix, run = token
+            run.end = self._mark()
             end_perf = time.perf_counter_ns()
+            _remove(step.open_phases, run)
             if self._use_cuda:
-                end = self._torch.cuda.Event(enable_timing=True)
-                end.record()
-                step.gpu_events.append((name, start, end))
+                step.gpu_events.append(run)
             else:
-                step.phase_ns[name] = step.phase_ns.get(name, 0) + (end_perf - start)
+                self._add_phase(step, run, run.end - run.start,
+                                None if run.compute_done is None else run.end - run.compute_done, run.wait_ns)
             if self._phase_spans_every and step.n % self._phase_spans_every == 0:
                 step.phase_windows.append((name, start_unix, step.start_unix_ns + (end_perf - step.start_perf_ns)))
         except Exception as err:
             self._warn_once("end-phase", "phase(%r) not measured: %r", name, err)
+
+    def _mark(self):
+        """A point in time on the clock phases are timed with: a CUDA event
+        recorded on the current stream, else perf_counter_ns()."""
+        if self._use_cuda:
+            event = self._torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter_ns()
+
+    def _add_phase(self, step, run, total_ns, tail_ns, wait_ns):
+        """Adds one phase entry to the step: its compute to the phase, and its
+        comm wait (from the last compute_done() to its end, plus the timed
+        waits inside it) to comm_wait."""
+        comm = (tail_ns or 0) + wait_ns
+        step.phase_ns[run.name] = step.phase_ns.get(run.name, 0) + max(0, total_ns - comm)
+        if run.declared():
+            step.phase_ns[COMM_WAIT] = step.phase_ns.get(COMM_WAIT, 0) + min(comm, max(0, total_ns))
+
+    def _begin_comm_wait(self):
+        try:
+            step = self._current
+            if step is None:
+                self._warn_once("comm-wait-outside", "comm_wait() outside a step is not measured")
+                return None
+            run = step.open_phases[-1] if step.open_phases else None
+            return (step, run, self._mark())
+        except Exception as err:
+            self._warn_once("begin-comm-wait", "comm_wait() not measured: %r", err)
+            return None
+
+    def _end_comm_wait(self, token):
+        if token is None:
+            return
+        try:
+            step, run, start = token
+            end = self._mark()
+            self._comm_declared = True
+            if self._use_cuda:
+                (run.waits if run is not None else step.gpu_waits).append((start, end))
+            elif run is not None:
+                run.wait_ns += max(0, end - start)
+            else:
+                step.phase_ns[COMM_WAIT] = step.phase_ns.get(COMM_WAIT, 0) + max(0, end - start)
+        except Exception as err:
+            self._warn_once("end-comm-wait", "comm_wait() not measured: %r", err)
 
     # --- timing: CUDA events when torch with CUDA is there ----------------
 
@@ -653,15 +893,21 @@ class Steps(object):
         while self._pending_gpu:
             step = self._pending_gpu[0]
             try:
-                ready = all(end.query() for _, _, end in step.gpu_events)
+                ready = _events_done(step)
                 while not ready and deadline is not None and time.monotonic() < deadline:
                     time.sleep(0.001)
-                    ready = all(end.query() for _, _, end in step.gpu_events)
+                    ready = _events_done(step)
                 if not ready:
                     return
-                for name, start, end in step.gpu_events:
-                    step.phase_ns[name] = step.phase_ns.get(name, 0) + int(round(start.elapsed_time(end) * 1e6))
+                for run in step.gpu_events:
+                    self._add_phase(step, run, _elapsed_ns(run.start, run.end),
+                                    None if run.compute_done is None else _elapsed_ns(run.compute_done, run.end),
+                                    sum(_elapsed_ns(a, b) for a, b in run.waits))
+                if step.gpu_waits:
+                    step.phase_ns[COMM_WAIT] = step.phase_ns.get(COMM_WAIT, 0) + sum(
+                        _elapsed_ns(a, b) for a, b in step.gpu_waits)
                 step.gpu_events = []
+                step.gpu_waits = []
             except Exception as err:
                 self._pending_gpu.pop(0)
                 self._count_dropped(1, "CUDA event timing failed: %r" % (err,))
@@ -998,7 +1244,8 @@ _REPLAY_HELP = """Reads step records, one JSON object a line, on stdin and sends
 through record_step() of one Steps per (job_id, attempt, rank), to the record's
 endpoint. Fields: job_id, attempt, rank, local_rank, world_size, host,
 gpu_uuid, pp_stage (optional), service_name (optional), endpoint, step,
-start_ns, end_ns, phases_ns {name: ns}, loss (a number, or "NaN",
+start_ns, end_ns, phases_ns {name: ns} (compute; "comm_wait": the step's
+exposed communication wait), loss (a number, or "NaN",
 "Infinity", "-Infinity"), tokens, flops, attributes {key: value}, error
 (optional). At the end of stdin it sends what is queued and prints one JSON
 line: {"records", "sent", "dropped", "invalid"}. A line that is not a valid

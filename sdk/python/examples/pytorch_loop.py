@@ -62,6 +62,13 @@ def main():
         dump_flight_recorder_every=100,
         dump_dir=os.environ.get("FR_DUMP_DIR", "/var/run/torch-fr"),
     )
+    # Before the first forward: a communication hook that marks each gradient
+    # bucket ready (a CUDA event) and runs DDP's default all-reduce. backward_ns
+    # is then this rank's compute, up to its last bucket; the rest of the
+    # backward, waiting for the all-reduce (i.e. for the slowest rank), is
+    # training.phase.comm_wait_ns. Without it every rank's backward would
+    # include the slowest rank's, and the gateway could not tell who is slow.
+    steps.attach_ddp(model)
 
     start_step = 0  # after a restart: the global step restored from the checkpoint
     batches = synthetic_batches(device)
@@ -73,7 +80,7 @@ def main():
             with steps.phase("forward"):
                 loss = loss_fn(model(x), y)
             with steps.phase("backward"):
-                loss.backward()  # DDP's gradient all-reduce overlaps this phase
+                loss.backward()  # compute up to the last bucket; the all-reduce tail is comm_wait
             with steps.phase("optimizer"):
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)

@@ -7,6 +7,11 @@ non-recording span context holding the step's trace id and the root's span
 id (the root itself is emitted by the gateway, never here), and a custom
 IdGenerator hands out the rank's span id for the next span started.
 
+Phases are the rank's own compute (the contract): a DDP communication hook
+records a CUDA event when each gradient bucket is ready, so the backward's
+compute ends at the last bucket and the rest of the backward, waiting for
+the all-reduce it overlaps, is sent as training.phase.comm_wait_ns.
+
     torchrun --nproc-per-node=8 --rdzv-id=$JOB_NAME ... pytorch_loop_otel_sdk.py
 """
 
@@ -25,6 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
 BATCH = 8
@@ -77,7 +83,7 @@ class PendingStep(object):
         return all(end.query() for _, _, end in self.events)
 
     def finish(self):
-        totals = {}
+        totals = {"comm_wait": 0}  # present, 0 included: the phases are compute-only
         for name, start, end in self.events:
             totals[name] = totals.get(name, 0) + int(start.elapsed_time(end) * 1e6)
         for name, ns in totals.items():
@@ -85,14 +91,37 @@ class PendingStep(object):
         self.span.end(end_time=self.end_ns)
 
 
+class BucketMarks(object):
+    """A DDP communication hook: a CUDA event on the compute stream when a
+    gradient bucket is ready, then DDP's default all-reduce of the bucket."""
+
+    def __init__(self):
+        self.last = None  # the latest bucket's event
+
+    def hook(self, process_group, bucket):  # DDP checks the name "bucket"
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        self.last = event
+        return allreduce_hook(process_group, bucket)
+
+
 @contextlib.contextmanager
-def phase(record, name):
-    """Brackets a phase with CUDA events on the current stream."""
+def phase(record, name, marks=None):
+    """Brackets a phase with CUDA events on the current stream. With marks (the
+    backward under DDP), the phase's compute ends at the last bucket's event and
+    the rest, the all-reduce wait the compute did not hide, is comm_wait."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if marks is not None:
+        marks.last = None
     start.record()
     yield
     end.record()
-    record.events.append((name, start, end))
+    last = marks.last if marks is not None else None
+    if last is None:  # no bucket (no_sync, or not DDP): all compute
+        record.events.append((name, start, end))
+    else:
+        record.events.append((name, start, last))
+        record.events.append(("comm_wait", last, end))
 
 
 def end_completed(pending, wait=False):
@@ -135,6 +164,8 @@ def main():
         torch.nn.Linear(HIDDEN, 4 * HIDDEN), torch.nn.GELU(), torch.nn.Linear(4 * HIDDEN, HIDDEN),
     ).to(device)
     model = DistributedDataParallel(model, device_ids=[local_rank])
+    marks = BucketMarks()
+    model.register_comm_hook(None, marks.hook)  # before the first forward
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     loss_fn = torch.nn.MSELoss()
     tokens = BATCH * SEQ_LEN
@@ -156,7 +187,7 @@ def main():
             y = torch.randn(BATCH, SEQ_LEN, HIDDEN, device=device)
         with phase(record, "forward"):
             loss = loss_fn(model(x), y)
-        with phase(record, "backward"):
+        with phase(record, "backward", marks):
             loss.backward()
         with phase(record, "optimizer"):
             optimizer.step()
