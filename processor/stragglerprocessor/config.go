@@ -48,6 +48,29 @@ type Config struct {
 	PersistenceK int `mapstructure:"persistence_k"`
 	PersistenceN int `mapstructure:"persistence_n"`
 
+	// The job's rules on top of the per-step rule (internal/straggler.JobOptions);
+	// zero values take the package's defaults.
+	//
+	// MaxSlowShare: more than this share of a group (and at least two
+	// ranks) slow at once is one job-level finding (straggler.job_verdict
+	// job.slowdown on the root span), not that many stragglers. Default 1/3.
+	MaxSlowShare float64 `mapstructure:"max_slow_share"`
+	// CloseExcess: an open verdict resolves only after persistence_n steps
+	// below this excess over the rank's group (hysteresis). Default 0.10,
+	// below min_excess.
+	CloseExcess float64 `mapstructure:"close_excess"`
+	// SelfExcess: a rank this much slower than its own baseline (after the
+	// job's pace) while its group's level did not move, or while its group
+	// has fewer than min_group_size ranks, is flagged. Default 0.5.
+	SelfExcess float64 `mapstructure:"self_excess"`
+	// WarmupSteps: a rank's steps before its own baseline exists; without
+	// training.pp_stage, the job's steps before its groups are inferred
+	// (nothing is flagged meanwhile). Default 5, at most 15.
+	WarmupSteps int `mapstructure:"warmup_steps"`
+	// StageGap: without training.pp_stage, rank levels further apart than
+	// this fraction separate inferred groups. Default 0.15.
+	StageGap float64 `mapstructure:"stage_gap"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -76,6 +99,16 @@ func (cfg *Config) persistenceOptions() straggler.PersistenceOptions {
 	return straggler.PersistenceOptions{K: cfg.PersistenceK, N: cfg.PersistenceN}
 }
 
+// jobOptions are the options of each job's straggler.Job; ranks beyond
+// max_ranks_per_step keep no history.
+func (cfg *Config) jobOptions() straggler.JobOptions {
+	return straggler.JobOptions{
+		Detect: cfg.detectionOptions(), Persistence: cfg.persistenceOptions(),
+		MaxSlowShare: cfg.MaxSlowShare, CloseExcess: cfg.CloseExcess, SelfExcess: cfg.SelfExcess,
+		Warmup: cfg.WarmupSteps, StageGap: cfg.StageGap, MaxRanks: cfg.MaxRanksPerStep,
+	}
+}
+
 // Validate checks the configuration; messages name the key and the value.
 func (cfg *Config) Validate() error {
 	var errs []error
@@ -94,7 +127,7 @@ func (cfg *Config) Validate() error {
 	if math.IsNaN(cfg.SlowStepFactor) || math.IsInf(cfg.SlowStepFactor, 0) || cfg.SlowStepFactor <= 1 {
 		errs = append(errs, fmt.Errorf("slow_step_factor: must be a finite number greater than 1, got %g", cfg.SlowStepFactor))
 	}
-	if err := cfg.detectionOptions().Validate(); err != nil {
+	if err := cfg.jobOptions().Validate(); err != nil { // the detection options too
 		errs = append(errs, err)
 	}
 	if cfg.PersistenceK < 0 || cfg.PersistenceN < 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -33,13 +34,19 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	samples := p.samples[:0]
 	for i := range st.records {
 		r := &st.records[i]
-		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: r.compute, CollectiveWait: r.wait})
+		wait, hw := r.collectiveWait()
+		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: r.compute, CollectiveWait: wait,
+			HardwareTrouble: hw})
 	}
-	d := straggler.DecideStep(samples, p.detect)
+	jd := js.detector.Decide(st.step, samples, int64(st.start))
+	d := jd.StepDecision
 	clear(samples) // the scratch outlives the step; its strings need not
 	p.samples = samples[:0]
-	for _, tr := range js.persistence.Observe(st.step, d) {
+	for _, tr := range jd.Transitions {
 		p.logTransition(js.key, tr)
+	}
+	if jd.JobTransition != 0 {
+		p.logJobTransition(js.key, jd)
 	}
 
 	var stepDuration time.Duration
@@ -49,10 +56,18 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	key := js.key
 	ids := stepIDs{trace: steprecord.TraceID(key.job, key.attempt, st.step), root: steprecord.RootSpanID(key.job, key.attempt, st.step)}
 	td := ptrace.NewTraces()
-	p.appendRoot(td, st, ids, d.Summary, len(d.Flags), js.observeDuration(stepDuration, p.cfg.SlowStepFactor))
+	root := p.appendRoot(td, st, ids, d.Summary, len(d.Flags), js.observeDuration(stepDuration, p.cfg.SlowStepFactor))
+	if jd.JobVerdict != nil && jd.JobTransition != straggler.VerdictResolved {
+		root.PutStr(semconv.AttrStragglerJobVerdict, semconv.VerdictJobSlowdown)
+		root.PutInt(semconv.AttrStragglerOnsetStep, jd.JobVerdict.OnsetStep)
+		root.PutInt(semconv.AttrStragglerOnsetUnixNano, jd.JobVerdict.OnsetUnixNano)
+	}
+	if jd.JobVerdict != nil || jd.ShareExceeded {
+		root.PutDouble(semconv.AttrStragglerSlowShare, jd.SlowShare)
+	}
 
-	open := js.persistence.Open() // sorted by rank
-	flags := d.Flags              // in sample order, one per flagged rank
+	open := js.detector.Open() // sorted by rank
+	flags := d.Flags           // in sample order, one per flagged rank
 	for i := range st.records {
 		res := &d.Ranks[i]
 		var flag *straggler.Flag
@@ -61,11 +76,13 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 			flag, flags = &flags[0], flags[1:]
 			verdict = verdictFlagged
 		}
+		var onset *straggler.Verdict
 		if j, ok := slices.BinarySearchFunc(open, res.Rank, func(v straggler.Verdict, rank int) int { return cmp.Compare(v.Rank, rank) }); ok {
 			verdict = semconv.StragglerVerdictPrefix + open[j].Kind.String()
+			onset = &open[j]
 		}
 		if verdict != "" {
-			appendVerdict(td, st, ids, &st.records[i], res.Score, verdict, flag)
+			appendVerdict(td, st, ids, &st.records[i], res.Score, verdict, flag, onset)
 		}
 	}
 	st.records, st.seen = nil, rankSet{}
@@ -97,7 +114,9 @@ func verdictSpanID(key jobKey, step, rank int64, rankSpanID pcommon.SpanID) pcom
 
 // appendVerdict writes one rank's verdict span: a child of the step's root,
 // over the rank span's time, linked to the rank span.
-func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, score float64, verdict string, flag *straggler.Flag) {
+// An open verdict's span names the episode's onset step and its start in
+// data time (straggler.onset_*); a flagged-only span names this step.
+func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, score float64, verdict string, flag *straggler.Flag, open *straggler.Verdict) {
 	key := st.job.key
 	rs := td.ResourceSpans().AppendEmpty()
 	res := rs.Resource().Attributes()
@@ -120,7 +139,7 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 	span.SetStartTimestamp(r.start)
 	span.SetEndTimestamp(r.end)
 	a := span.Attributes()
-	a.EnsureCapacity(11)
+	a.EnsureCapacity(13)
 	steprecord.PutIdentity(a, steprecord.Identity{Job: key.job, Attempt: key.attempt, Step: st.step, Rank: r.rank})
 	if r.group != "" {
 		steprecord.PutStage(a, r.group)
@@ -133,6 +152,13 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 	}
 	a.PutDouble(semconv.AttrStragglerScore, score)
 	a.PutStr(semconv.AttrStragglerVerdict, verdict)
+	if open != nil {
+		a.PutInt(semconv.AttrStragglerOnsetStep, open.OnsetStep)
+		a.PutInt(semconv.AttrStragglerOnsetUnixNano, open.OnsetUnixNano)
+	} else {
+		a.PutInt(semconv.AttrStragglerOnsetStep, st.step)
+		a.PutInt(semconv.AttrStragglerOnsetUnixNano, int64(st.start))
+	}
 	if flag != nil {
 		a.PutDouble(semconv.AttrStragglerComputeRatio, flag.ComputeRatio)
 		a.PutDouble(semconv.AttrStragglerWaitRatio, flag.WaitRatio)
@@ -145,8 +171,8 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 }
 
 // appendRoot writes the step's root span: the contract's ids, spanning every
-// reported rank, with the step's statistics.
-func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, ids stepIDs, sum straggler.StepSummary, flagged int, slow bool) {
+// reported rank, with the step's statistics; it returns the attributes.
+func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, ids stepIDs, sum straggler.StepSummary, flagged int, slow bool) pcommon.Map {
 	key := st.job.key
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr(semconv.AttrTrainingJobID, key.job)
@@ -171,6 +197,7 @@ func (p *stragglerProcessor) appendRoot(td ptrace.Traces, st *openStep, ids step
 	a.PutInt(semconv.AttrStepSlowestRank, int64(sum.SlowestRank))
 	a.PutInt(semconv.AttrStragglerFlaggedRanks, int64(flagged))
 	a.PutBool(semconv.AttrStepSlow, slow)
+	return a
 }
 
 func (p *stragglerProcessor) logTransition(key jobKey, tr straggler.Transition) {
@@ -182,6 +209,23 @@ func (p *stragglerProcessor) logTransition(key jobKey, tr straggler.Transition) 
 		zap.Int64("onset_step", v.OnsetStep), zap.Int64("last_flagged_step", v.LastFlaggedStep),
 		zap.Int("flagged_steps", v.FlaggedSteps), zap.Float64("peak_ratio", v.PeakRatio),
 		zap.Float64("compute_ratio", v.Evidence.ComputeRatio), zap.Float64("wait_ratio", v.Evidence.WaitRatio))
+}
+
+func (p *stragglerProcessor) logJobTransition(key jobKey, jd straggler.JobDecision) {
+	v := jd.JobVerdict
+	p.logger.Info("stragglerprocessor: job verdict "+jd.JobTransition.String(),
+		zap.String(semconv.AttrTrainingJobID, key.job), zap.Int64(semconv.AttrTrainingAttempt, key.attempt),
+		zap.String("kind", semconv.VerdictJobSlowdown), zap.Int64("onset_step", v.OnsetStep),
+		zap.Int64("opened_step", v.OpenedStep), zap.Int64("resolved_step", v.ResolvedStep),
+		zap.Float64("peak_share", v.PeakShare), zap.Float64("slow_share", jd.SlowShare))
+}
+
+// collectiveWait decodes the record's wait and hardware-trouble flag.
+func (r *rankRecord) collectiveWait() (wait time.Duration, hwTrouble bool) {
+	if r.wait < 0 {
+		return ^r.wait, true
+	}
+	return r.wait, false
 }
 
 // isDecided reports whether a span of this step is late: the step was
@@ -236,20 +280,42 @@ func (js *jobState) observeDuration(d time.Duration, factor float64) bool {
 // stepmetrics connector.
 var computePhases = [...]steprecord.Phase{steprecord.PhaseForward, steprecord.PhaseBackward, steprecord.PhaseOptimizer}
 
+// extraSignals is what the decision reads of the step span beyond the step
+// record (internal/steprecord).
+type extraSignals struct {
+	// hwTrouble: gpu.health.* reported XIDs, throttling, ECC double-bit or
+	// NVLink CRC errors in the step.
+	hwTrouble bool
+}
+
 // signal returns the rank's own compute time and its time in collectives.
 // Compute is the sum of the phase durations when the span has any (a
 // negative one counts zero), else the step's duration less the time in
 // collectives, else the step's duration (which in synchronous training
-// finds nothing, but is all there is).
+// finds nothing, but is all there is). The phase contract
+// (docs/training-scripts.md): a span with training.phase.comm_wait_ns (0
+// included) reports compute-only phases, used as they are, and its
+// comm_wait is the collective wait when nccl.collectives.total_ns is
+// absent; without it backward may include waiting for an overlapped
+// gradient all-reduce, so the rank's exposed wait nccl.collectives.tail_ns
+// (stepspan, from the flight recorder) is taken off backward, down to 0.
 func signal(a *steprecord.Attrs, span ptrace.Span) (compute, wait time.Duration) {
-	if a.Has(steprecord.FieldCollectivesTotalNs) {
+	hasCommWait, hasTail := a.Has(steprecord.FieldPhaseCommWait), a.Has(steprecord.FieldCollectivesTailNs)
+	switch {
+	case a.Has(steprecord.FieldCollectivesTotalNs):
 		wait = time.Duration(max(a.Int(steprecord.FieldCollectivesTotalNs), 0))
+	case hasCommWait:
+		wait = time.Duration(max(a.Int(steprecord.FieldPhaseCommWait), 0))
 	}
 	var phases int64
 	anyPhase := false
 	for _, ph := range computePhases {
 		if a.Has(ph.Field()) {
-			phases, anyPhase = saturatingAdd(phases, max(a.Phase(ph), 0)), true
+			v := max(a.Phase(ph), 0)
+			if ph == steprecord.PhaseBackward && !hasCommWait && hasTail {
+				v = max(v-max(a.Int(steprecord.FieldCollectivesTailNs), 0), 0)
+			}
+			phases, anyPhase = saturatingAdd(phases, v), true
 		}
 	}
 	if anyPhase {
@@ -272,17 +338,50 @@ func saturatingAdd(a, b int64) int64 {
 	return a + b
 }
 
-// readStepSpan reads a rank's step span's attributes into a in one pass (a
-// lookup per attribute walked a rank span's twenty-odd attributes a dozen
-// times), and reports whether the span carries straggler.score or
-// straggler.verdict, which only this processor's decision may set.
-func readStepSpan(a *steprecord.Attrs, attrs pcommon.Map) (verdictOrScore bool) {
+// readStepSpan reads a rank's step span's attributes into a (and the
+// extra signals into x) in one pass (a lookup per attribute walked a rank
+// span's twenty-odd attributes a dozen times), and reports whether the
+// span carries straggler.score or straggler.verdict, which only this
+// processor's decision may set.
+func readStepSpan(a *steprecord.Attrs, x *extraSignals, attrs pcommon.Map) (verdictOrScore bool) {
 	for k, v := range attrs.All() {
-		if !a.Take(k, v, true) && (k == semconv.AttrStragglerScore || k == semconv.AttrStragglerVerdict) {
+		if a.Take(k, v, true) {
+			if strings.HasPrefix(k, healthPrefix) {
+				x.hwTrouble = x.hwTrouble || hardwareTrouble(k, v)
+			}
+			continue
+		}
+		if k == semconv.AttrStragglerScore || k == semconv.AttrStragglerVerdict {
 			verdictOrScore = true
 		}
 	}
 	return verdictOrScore
+}
+
+// healthPrefix starts the GPU health attributes the stepspan processor
+// adds to a rank's step span.
+const healthPrefix = "gpu.health."
+
+// hardwareTrouble reports whether a gpu.health.* attribute shows trouble
+// that can slow a GPU: XIDs, throttle reasons, ECC double-bit errors or
+// NVLink CRC errors (a list with an entry, or a count above 0).
+func hardwareTrouble(k string, v pcommon.Value) bool {
+	switch k {
+	case semconv.AttrHealthXIDs, semconv.AttrHealthThrottle, semconv.AttrHealthECCDBE, semconv.AttrHealthNVLinkCRC:
+	default:
+		return false
+	}
+	if v.Type() == pcommon.ValueTypeSlice {
+		s := v.Slice()
+		for i := 0; i < s.Len(); i++ {
+			if e := s.At(i); (e.Type() == pcommon.ValueTypeStr && e.Str() != "") || e.Type() == pcommon.ValueTypeInt {
+				return true
+			}
+		}
+		return false
+	}
+	n, ok := steprecord.Int(v)
+	return ok && n > 0
 }
 
 // removeVerdict drops the straggler score and verdict a span arrived with:

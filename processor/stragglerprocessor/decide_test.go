@@ -41,16 +41,56 @@ func TestSignal(t *testing.T) {
 			math.MaxInt64, 0},
 		{"collectives longer than the step", time.Second, map[string]any{"nccl.collectives.total_ns": int64(3 * time.Second)}, 0, 3 * time.Second},
 		{"end before start", -time.Second, map[string]any{}, 0, 0},
+		// The phase contract: comm_wait declares compute-only phases.
+		{"comm_wait: phases as they are, comm_wait is the wait", 2 * time.Second, map[string]any{
+			"training.phase.forward_ns": 100, "training.phase.backward_ns": 200, "training.phase.optimizer_ns": 20,
+			"training.phase.comm_wait_ns": 396, "nccl.collectives.tail_ns": 390}, 320, 396},
+		{"comm_wait 0 still declares the contract", 2 * time.Second, map[string]any{
+			"training.phase.backward_ns": 200, "training.phase.comm_wait_ns": 0, "nccl.collectives.tail_ns": 150}, 200, 0},
+		{"total_ns is the wait over comm_wait", 2 * time.Second, map[string]any{
+			"training.phase.backward_ns": 200, "training.phase.comm_wait_ns": 396, "nccl.collectives.total_ns": 500}, 200, 500},
+		{"older contract: tail taken off backward", 2 * time.Second, map[string]any{
+			"training.phase.forward_ns": 100, "training.phase.backward_ns": 596, "training.phase.optimizer_ns": 20,
+			"nccl.collectives.tail_ns": 396, "nccl.collectives.total_ns": 450}, 320, 450},
+		{"tail longer than backward: clamped at 0", 2 * time.Second, map[string]any{
+			"training.phase.forward_ns": 100, "training.phase.backward_ns": 50, "nccl.collectives.tail_ns": 396}, 100, 0},
+		{"tail without phases: duration less collectives", 2 * time.Second, map[string]any{
+			"nccl.collectives.tail_ns": int64(time.Second), "nccl.collectives.total_ns": int64(500 * time.Millisecond)},
+			1500 * time.Millisecond, 500 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			span := stepSpan(tt.dur, tt.attrs)
 			var a steprecord.Attrs
-			a.Read(span.Attributes(), true)
+			var x extraSignals
+			readStepSpan(&a, &x, span.Attributes())
 			c, w := signal(&a, span)
 			assert.Equal(t, tt.compute, c)
 			assert.Equal(t, tt.wait, w)
 		})
+	}
+}
+
+func TestHardwareTrouble(t *testing.T) {
+	tests := []struct {
+		attrs map[string]any
+		want  bool
+	}{
+		{map[string]any{"gpu.health.xids": []any{int64(79)}}, true},
+		{map[string]any{"gpu.health.throttle_reasons": []any{"hw_slowdown"}}, true},
+		{map[string]any{"gpu.health.throttle_reasons": []any{}}, false},
+		{map[string]any{"gpu.health.ecc_dbe_errors": int64(1)}, true},
+		{map[string]any{"gpu.health.ecc_dbe_errors": int64(0), "gpu.health.nvlink_crc_errors": int64(0)}, false},
+		{map[string]any{"gpu.health.nvlink_crc_errors": int64(3)}, true},
+		{map[string]any{"gpu.health.ecc_sbe_errors": int64(9), "gpu.health.temperature": 90.0}, false},
+		{map[string]any{"gpu.health.xids": "79"}, false},
+	}
+	for _, tt := range tests {
+		var a steprecord.Attrs
+		var x extraSignals
+		span := stepSpan(time.Second, tt.attrs)
+		readStepSpan(&a, &x, span.Attributes())
+		assert.Equal(t, tt.want, x.hwTrouble, "%v", tt.attrs)
 	}
 }
 
@@ -86,7 +126,7 @@ func TestDecidedRing(t *testing.T) {
 // resource with attributes res.
 func readAttrs(span, res pcommon.Map) *steprecord.Attrs {
 	var a, r steprecord.Attrs
-	readStepSpan(&a, span)
+	readStepSpan(&a, &extraSignals{}, span)
 	r.Read(res, false)
 	a.Inherit(&r)
 	return &a
@@ -95,7 +135,7 @@ func readAttrs(span, res pcommon.Map) *steprecord.Attrs {
 // verdictOrScore is what gather's read says of a span's own verdict.
 func verdictOrScore(span pcommon.Map) bool {
 	var a steprecord.Attrs
-	return readStepSpan(&a, span)
+	return readStepSpan(&a, &extraSignals{}, span)
 }
 
 func TestGroupAndAttributes(t *testing.T) {

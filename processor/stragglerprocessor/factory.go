@@ -22,7 +22,7 @@ func NewFactory() processor.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	d := straggler.DefaultOptions()
+	d, jd := straggler.DefaultOptions(), straggler.DefaultJobOptions()
 	return &Config{
 		DecisionWait:       3 * time.Second,
 		MaxJobs:            256,
@@ -38,6 +38,11 @@ func createDefaultConfig() component.Config {
 		MinGroupSize:       d.MinGroupSize,
 		PersistenceK:       straggler.DefaultK,
 		PersistenceN:       straggler.DefaultN,
+		MaxSlowShare:       jd.MaxSlowShare,
+		CloseExcess:        jd.CloseExcess,
+		SelfExcess:         jd.SelfExcess,
+		WarmupSteps:        jd.Warmup,
+		StageGap:           jd.StageGap,
 	}
 }
 

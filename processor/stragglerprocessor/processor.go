@@ -74,10 +74,10 @@ type jobKey struct {
 
 // jobState is everything kept per job run.
 type jobState struct {
-	key         jobKey
-	persistence *straggler.Persistence
-	open        map[int64]*openStep
-	lastUsed    uint64 // the processor's use counter, for evicting the least recently seen job
+	key      jobKey
+	detector *straggler.Job // groups, own histories, share and persistence
+	open     map[int64]*openStep
+	lastUsed uint64 // the processor's use counter, for evicting the least recently seen job
 
 	// names interns the job's groups, host names and GPU uuids, so that
 	// the records of every open step share one copy of each; recent holds
@@ -106,8 +106,10 @@ type jobState struct {
 // interned per job, so they cost only their headers here. The trace id is
 // the step's and is not kept.
 type rankRecord struct {
-	rank       int64
-	compute    time.Duration
+	rank    int64
+	compute time.Duration
+	// wait is the collective wait (>= 0), or its bitwise complement (< 0)
+	// when the span reported hardware trouble: a flag without a 97th byte.
 	wait       time.Duration
 	start, end pcommon.Timestamp
 	spanID     pcommon.SpanID // the rank span's own id, for the verdict span's link
@@ -264,7 +266,8 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 					continue
 				}
 				var a steprecord.Attrs
-				if readStepSpan(&a, attrs) {
+				var x extraSignals
+				if readStepSpan(&a, &x, attrs) {
 					removeVerdict(attrs)
 				}
 				if !resRead {
@@ -272,7 +275,7 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 					resRead = true
 				}
 				a.Inherit(&res)
-				p.gather(&a, span, now, &eff)
+				p.gather(&a, &x, span, now, &eff)
 			}
 		}
 	}
@@ -289,7 +292,7 @@ func (p *stragglerProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces
 // leaves out (no identity, steprecord.Attrs.Identity; its step decided; its
 // rank already reported; beyond max_ranks_per_step) has passed on all the
 // same; the last three are counted.
-func (p *stragglerProcessor) gather(a *steprecord.Attrs, span ptrace.Span, now time.Time, eff *effects) {
+func (p *stragglerProcessor) gather(a *steprecord.Attrs, x *extraSignals, span ptrace.Span, now time.Time, eff *effects) {
 	id, err := a.Identity()
 	if err != nil {
 		return
@@ -318,6 +321,9 @@ func (p *stragglerProcessor) gather(a *steprecord.Attrs, span ptrace.Span, now t
 		st.worldSize = max(st.worldSize, a.Int(steprecord.FieldWorldSize))
 	}
 	compute, wait := signal(a, span)
+	if x.hwTrouble {
+		wait = ^wait
+	}
 	reserved := cap(st.records)
 	st.records = append(st.records, rankRecord{
 		rank:    rank,
@@ -400,7 +406,7 @@ func (p *stragglerProcessor) jobFor(key jobKey, eff *effects) *jobState {
 	}
 	js := &jobState{
 		key:          key,
-		persistence:  straggler.NewPersistence(p.cfg.persistenceOptions()),
+		detector:     straggler.NewJob(p.cfg.jobOptions()),
 		open:         map[int64]*openStep{},
 		lastUsed:     p.uses,
 		names:        map[string]string{},

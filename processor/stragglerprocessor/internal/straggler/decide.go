@@ -29,6 +29,11 @@ type RankSample struct {
 	// Link identifies the communicator the rank's collectives ran on
 	// (optional), so a slow link can be told from peers of a straggler.
 	Link string
+	// HardwareTrouble says the rank's step span reported GPU trouble (XIDs,
+	// throttling, ECC double-bit errors, NVLink CRC errors). DecideStep
+	// ignores it; a Job lets it override the rule that a rank whose level
+	// has been stable since the job's first steps is not a straggler.
+	HardwareTrouble bool
 }
 
 // Kind says why a rank was flagged.
@@ -123,6 +128,16 @@ type StepDecision struct {
 	Flags   []Flag
 	Groups  []GroupStats
 	Summary StepSummary
+	// Hot lists, sorted, the ranks that were not flagged but still ran
+	// above the close margin this step (Job fills it for the ranks with an
+	// open verdict): Persistence resolves a verdict only after N decided
+	// steps without a flag or a hot step for its rank. DecideStep leaves it
+	// empty.
+	Hot []int
+	// StartUnixNano is the step's start in data time (the earliest rank
+	// start), 0 when unknown: Persistence reports the onset step's as
+	// Verdict.OnsetUnixNano.
+	StartUnixNano int64
 }
 
 // DecideStep scores every rank of one step against its group and flags the

@@ -49,10 +49,64 @@
 // a group) that holds a compute straggler this step is not a link fault: it
 // was waiting for the straggler.
 //
+// # A job: groups, own history, share and hysteresis (Job)
+//
+// DecideStep alone is right for one slow rank among many similar peers.
+// A Job, one per job run, adds what real jobs need (issue 20):
+//
+//   - Groups without labels. When no rank carries a group (the pipeline
+//     stage is optional in the contract), the groups are inferred from the
+//     data: after Warmup (5) steps each rank's level is the median of its
+//     times; sorted, the levels are split where neighbours differ by more
+//     than StageGap (15%) and both are stable (deviating by at most 10%).
+//     Nothing is flagged before. A pipeline's stages legitimately differ
+//     (a last stage 1.6x, stages 1.0, 1.3, 1.6, 2.2): a rank slower than
+//     the job but at the level it has had since the job's first steps is a
+//     stage, or another GPU type, not a fault. So a compute flag of an
+//     unlabelled job also needs the rank at least MinExcess (25%) above its
+//     own baseline, unless its span reports hardware trouble (XIDs,
+//     throttling, ECC double-bit or NVLink CRC errors), in which case it
+//     is judged against the whole job as well. The cost: a rank slow from
+//     the job's first step, without labels and without hardware signals,
+//     is never called a straggler.
+//   - Own history. A rank's baseline is the median of its last 15
+//     unflagged times (a few faster or slower samples do not move it); the
+//     job's pace is the median over ranks of time over baseline (a
+//     checkpoint slows all alike). A rank SelfExcess (50%) above its
+//     baseline, after the pace, while the lower median of its group's
+//     ratios stayed under MinExcess (its peers did not move), is flagged:
+//     the one test that finds a rank slowed within a group that is half
+//     slow anyway. A group of MinGroupSize ranks or more slowing together
+//     moves its peers' level and is not flagged. A group of fewer than
+//     MinGroupSize ranks (two ranks have no majority) is compared with the
+//     other groups instead, each normalised by its own level (the job's
+//     pace): its ranks slowing together while the job keeps its pace are
+//     stragglers (Alibaba job 4's workers 5 and 6, an inferred group of
+//     two); a stage slower from the first step is its level, not a fault.
+//   - Share. When more than MaxSlowShare (a third) of a group, and at least
+//     two ranks, are flagged for compute in one step, the step is a
+//     job-level slowdown (a bimodal or uniformly slowed job), not that many
+//     stragglers: those flags are taken out, and K of N such steps open one
+//     JobVerdict, resolved after N steps without even half that share. The
+//     share is taken over a labelled group of at least MinGroupSize ranks,
+//     else over the job (inferred groups are a guess; a stage of two ranks
+//     has one slow rank at 50%).
+//   - Hysteresis. A verdict, once open, resolves only after N decided steps
+//     in which its rank was neither flagged nor hot: CloseExcess (10%) over
+//     its group's median where the group can flag (and, without labels,
+//     over its own baseline too), over its own baseline where it cannot. A
+//     borderline rank around MinExcess so opens one verdict, not one per
+//     dip.
+//
+// A Job remembers 68 bytes per rank in [0, MaxRanks) and allocates its
+// per-step scratch once; DecideStep's allocations are as documented.
+//
 // # Across steps: verdicts (Persistence)
 //
 // A rank flagged in K = 3 of the last N = 5 decided steps opens a verdict;
-// N consecutive unflagged steps (a clean window) resolve it. 3 of 5 filters
+// N consecutive unflagged steps (a clean window: no flag and, from a Job,
+// no hot step, StepDecision.Hot) resolve it. The verdict's onset is its
+// first flagged step, with that step's start (StepDecision.StartUnixNano). 3 of 5 filters
 // single-step events (data-loader hiccups, a long packed sequence) while a
 // steady straggler opens on its third step, inside the ≤ 5-step target, and
 // tolerates a missed step. The price: a rank that hiccups independently with

@@ -57,6 +57,9 @@ type Verdict struct {
 	// OnsetStep is the first flagged step of the window that opened the
 	// verdict; OpenedStep the newest decided step when it opened.
 	OnsetStep, OpenedStep int64
+	// OnsetUnixNano is the onset step's StepDecision.StartUnixNano: when
+	// the episode began in data time (0 when unknown).
+	OnsetUnixNano int64
 	// LastFlaggedStep is the newest step that flagged the rank: the end of
 	// the episode once it resolves.
 	LastFlaggedStep int64
@@ -79,7 +82,8 @@ type TransitionState uint8
 const (
 	// VerdictOpened: the rank met K of N.
 	VerdictOpened TransitionState = iota + 1
-	// VerdictResolved: the rank went unflagged for N decided steps.
+	// VerdictResolved: the rank went unflagged (and not hot) for N
+	// decided steps.
 	VerdictResolved
 )
 
@@ -117,12 +121,14 @@ type PersistenceStats struct {
 // stepFlags is one decided step in the window.
 type stepFlags struct {
 	step  int64
+	start int64  // StepDecision.StartUnixNano
 	flags []Flag // sorted by rank
+	hot   []int  // sorted; StepDecision.Hot
 }
 
 // Persistence turns one job's per-step decisions into verdicts: a rank
 // flagged in K of the last N decided steps opens one, N consecutive clean
-// steps resolve it. Steps may arrive out of order: the window keeps the N
+// steps (neither flagged nor hot, StepDecision.Hot) resolve it. Steps may arrive out of order: the window keeps the N
 // highest step numbers decided so far and ignores a step older than all of
 // them (or already seen). Its memory is bounded by N·MaxFlagsPerStep flags
 // and MaxTrackedRanks verdicts. It holds one job's state and is not safe
@@ -152,7 +158,7 @@ func (p *Persistence) Observe(step int64, d StepDecision) []Transition {
 		p.stats.Stale++
 		return nil
 	}
-	p.window = slices.Insert(p.window, pos, stepFlags{step: step, flags: p.keepFlags(d.Flags)})
+	p.window = slices.Insert(p.window, pos, stepFlags{step: step, start: d.StartUnixNano, flags: p.keepFlags(d.Flags), hot: p.keepHot(d.Hot)})
 	if len(p.window) > p.opts.N {
 		p.window = slices.Delete(p.window, 0, 1)
 	}
@@ -190,7 +196,7 @@ func (p *Persistence) Observe(step int64, d StepDecision) []Transition {
 		for _, s := range p.window {
 			if i, ok := slices.BinarySearchFunc(s.flags, rank, func(f Flag, r int) int { return cmp.Compare(f.Rank, r) }); ok {
 				if first {
-					v.OnsetStep, first = s.step, false
+					v.OnsetStep, v.OnsetUnixNano, first = s.step, s.start, false
 				}
 				v.add(s.step, s.flags[i])
 			}
@@ -200,7 +206,7 @@ func (p *Persistence) Observe(step int64, d StepDecision) []Transition {
 	}
 	if len(p.window) == p.opts.N {
 		for rank, v := range p.open {
-			if flagged[rank] == 0 {
+			if flagged[rank] == 0 && !p.hotInWindow(rank) {
 				v.ResolvedStep = newest
 				resolved = append(resolved, Transition{State: VerdictResolved, Verdict: *v})
 				delete(p.open, rank)
@@ -238,6 +244,30 @@ func (p *Persistence) keepFlags(flags []Flag) []Flag {
 	// A rank reported twice in one step counts once.
 	return slices.CompactFunc(kept, func(a, b Flag) bool { return a.Rank == b.Rank })
 }
+
+// keepHot copies the step's hot ranks, sorted, at most MaxFlagsPerStep of
+// them (only ranks with an open verdict are hot, so the bound rarely bites).
+func (p *Persistence) keepHot(hot []int) []int {
+	if len(hot) == 0 {
+		return nil
+	}
+	kept := slices.Clone(hot[:min(len(hot), p.opts.MaxFlagsPerStep)])
+	slices.Sort(kept)
+	return kept
+}
+
+// hotInWindow reports whether any step of the window ran rank hot.
+func (p *Persistence) hotInWindow(rank int) bool {
+	for _, s := range p.window {
+		if _, ok := slices.BinarySearch(s.hot, rank); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// IsOpen reports whether rank has an open verdict.
+func (p *Persistence) IsOpen(rank int) bool { return p.open[rank] != nil }
 
 // add folds one flagged step into the verdict.
 func (v *Verdict) add(step int64, f Flag) {
