@@ -58,6 +58,14 @@ type correlator struct {
 	metricsRead map[string]bool
 	silentRules map[string]bool
 	spanSignals spanSignals
+	// verdictWindow is the longest window of the rules reading straggler
+	// verdicts; lagWarned, per job, when a verdict later than that was
+	// last logged (verdict_lag.go).
+	verdictWindow time.Duration
+	lagWarned     map[string]time.Time
+	// findingRefusalWarned: a finding naming another node's rank was
+	// logged (once; otelcol_faultcorrelator_finding_ranks_refused counts).
+	findingRefusalWarned bool
 
 	mu   sync.Mutex
 	eval *rules.Evaluator
@@ -139,6 +147,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 		jobSeen:     map[string]time.Time{},
 		incidents:   map[string][]time.Time{},
 		ranks:       map[jobRank]*rankState{},
+		lagWarned:   map[string]time.Time{},
 		index:       newOpenIndex(),
 		starts:      newStartRules(rs),
 		startSeen:   map[string]struct{}{},
@@ -149,6 +158,7 @@ func newCorrelator(cfg *Config, set connector.Settings, next consumer.Logs) (*co
 		return nil, fmt.Errorf("faultcorrelator: creating the telemetry: %w", err)
 	}
 	c.spanSignals = newSpanSignals(c.eval)
+	c.verdictWindow = longestVerdictWindow(rs)
 	for _, sig := range c.eval.Signals() {
 		name, _, _ := strings.Cut(sig, "{")
 		c.metricsRead[name] = true
@@ -227,7 +237,7 @@ func (c *correlator) ConsumeTraces(ctx context.Context, td ptrace.Traces) error 
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on spans", zap.Int("count", n))
 		td = own
 	}
-	return c.ingest(ctx, func(now time.Time) { c.observeTraces(td, now) })
+	return c.ingest(ctx, func(now time.Time) { c.observeTraces(ctx, td, now) })
 }
 
 func (c *correlator) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
@@ -249,7 +259,7 @@ func (c *correlator) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		c.logger.Debug("faultcorrelator: renamed forged fault attributes on logs", zap.Int("count", n))
 		ld = own
 	}
-	return c.ingest(ctx, func(now time.Time) { c.observeLogs(ld, now) })
+	return c.ingest(ctx, func(now time.Time) { c.observeLogs(ctx, ld, now) })
 }
 
 // severityRank orders severities: P1 first.
@@ -415,7 +425,13 @@ func (c *correlator) stepWith(now time.Time, full bool) []fault.Record {
 		m := best[key]
 		f, ok := c.open[key]
 		if !ok {
-			r := c.record(m, m.Since)
+			// The onset a verdict reported (data time, the same on every
+			// replica) when there is one, else the earliest evidence.
+			first := m.Since
+			if !m.Onset.IsZero() {
+				first = m.Onset
+			}
+			r := c.record(m, first)
 			r.State = fault.StateOpen
 			if atStart[key] {
 				r.PresentAtStart, r.Summary = true, "present at start: "+r.Summary

@@ -317,10 +317,12 @@ func TestRankSpanSignalsOpenFaults(t *testing.T) {
 }
 
 // gatewaySteps sends one train.step span per rank every 10 s from from to
-// to (inclusive) for ranks on hosts.
-func gatewaySteps(t *testing.T, c *correlator, job string, hosts []string, from, to time.Time) {
+// to (inclusive) for ranks on hosts, each batch arriving as its spans end
+// (liveness is measured on arrival).
+func gatewaySteps(t *testing.T, c *correlator, clock *fakeClock, job string, hosts []string, from, to time.Time) {
 	t.Helper()
 	for at := from; !at.After(to); at = at.Add(10 * time.Second) {
+		clock.at = at
 		var in []rankSpan
 		for i, h := range hosts {
 			in = append(in, rankSpan{job: job, rank: int64(i), host: h, gpu: "GPU-" + h, end: at})
@@ -348,10 +350,10 @@ func TestNodeSilentOnlyForHostsOfRunningJobs(t *testing.T) {
 
 	t.Run("silent node of a running job", func(t *testing.T) {
 		c, sink, clock := newTestCorrelator(t, gateway)
-		gatewaySteps(t, c, testJob, hosts, t0, stop)
+		gatewaySteps(t, c, clock, testJob, hosts, t0, stop)
 		// xl003 stops; the other two keep stepping (their DCGM metrics go
 		// to another replica: spans alone keep them alive here).
-		gatewaySteps(t, c, testJob, hosts[:2], stop.Add(10*time.Second), stop.Add(3*time.Minute))
+		gatewaySteps(t, c, clock, testJob, hosts[:2], stop.Add(10*time.Second), stop.Add(3*time.Minute))
 		assert.Empty(t, silentNodes(t, c, sink, clock, stop.Add(time.Minute)), "within the 2m window")
 		got := silentNodes(t, c, sink, clock, stop.Add(2*time.Minute+time.Second))
 		assert.Equal(t, []string{"xl003"}, got)
@@ -360,7 +362,7 @@ func TestNodeSilentOnlyForHostsOfRunningJobs(t *testing.T) {
 
 	t.Run("job finished: no fault", func(t *testing.T) {
 		c, sink, clock := newTestCorrelator(t, gateway)
-		gatewaySteps(t, c, testJob, hosts, t0, stop)
+		gatewaySteps(t, c, clock, testJob, hosts, t0, stop)
 		for _, at := range []time.Duration{time.Minute, 2*time.Minute + time.Second, 10 * time.Minute, 2 * time.Hour} {
 			assert.Empty(t, silentNodes(t, c, sink, clock, stop.Add(at)), "at +%v", at)
 		}
@@ -368,8 +370,9 @@ func TestNodeSilentOnlyForHostsOfRunningJobs(t *testing.T) {
 
 	t.Run("job finished, a node keeps sending metrics, another goes: no fault", func(t *testing.T) {
 		c, sink, clock := newTestCorrelator(t, gateway)
-		gatewaySteps(t, c, testJob, hosts, t0, stop)
+		gatewaySteps(t, c, clock, testJob, hosts, t0, stop)
 		for at := stop.Add(10 * time.Second); at.Before(stop.Add(5 * time.Minute)); at = at.Add(10 * time.Second) {
+			clock.at = at
 			require.NoError(t, c.ConsumeMetrics(context.Background(), dcgm("xl001", at, dcgmGPU{uuid: "GPU-xl001", tempC: 60})))
 		}
 		assert.Empty(t, silentNodes(t, c, sink, clock, stop.Add(5*time.Minute)))
@@ -380,17 +383,18 @@ func TestNodeSilentOnlyForHostsOfRunningJobs(t *testing.T) {
 		// xl009 sends metrics and an XID log, then stops, while a job runs
 		// elsewhere.
 		require.NoError(t, c.ConsumeMetrics(context.Background(), dcgm("xl009", t0, dcgmGPU{uuid: "GPU-9", tempC: 60})))
-		gatewaySteps(t, c, testJob, hosts, t0, t0.Add(4*time.Minute))
+		gatewaySteps(t, c, clock, testJob, hosts, t0, t0.Add(4*time.Minute))
 		assert.Empty(t, silentNodes(t, c, sink, clock, t0.Add(4*time.Minute)))
 	})
 
 	t.Run("metrics and logs count as signs of life", func(t *testing.T) {
 		c, sink, clock := newTestCorrelator(t, gateway)
-		gatewaySteps(t, c, testJob, hosts, t0, stop)
+		gatewaySteps(t, c, clock, testJob, hosts, t0, stop)
 		// xl003's rank stops stepping (its spans go quiet) but the node
 		// still reports; the other two ranks step on.
-		gatewaySteps(t, c, testJob, hosts[:2], stop.Add(10*time.Second), stop.Add(3*time.Minute))
+		gatewaySteps(t, c, clock, testJob, hosts[:2], stop.Add(10*time.Second), stop.Add(3*time.Minute))
 		for at := stop.Add(10 * time.Second); !at.After(stop.Add(3 * time.Minute)); at = at.Add(30 * time.Second) {
+			clock.at = at
 			require.NoError(t, c.ConsumeMetrics(context.Background(), dcgm("xl003", at, dcgmGPU{uuid: "GPU-xl003", tempC: 60})))
 		}
 		assert.Empty(t, silentNodes(t, c, sink, clock, stop.Add(3*time.Minute)))
@@ -627,7 +631,9 @@ func findingLogs(kind string, ranks []any, at time.Time) plog.Logs {
 }
 
 // A timeout finding opens its fault on the ranks it names, with the host
-// their own spans gave; a hang is the job's.
+// their own spans gave; so does a hang (issue 20: the culprit rank's, no
+// longer the job's), and the flight recorder's straggler opens
+// straggler.compute on a rank that sends no step spans.
 func TestNCCLFindingsOpenOnTheNamedRanks(t *testing.T) {
 	c, sink, clock := newTestCorrelator(t, gateway)
 	ctx := context.Background()
@@ -638,13 +644,32 @@ func TestNCCLFindingsOpenOnTheNamedRanks(t *testing.T) {
 	clock.at = t0.Add(2 * time.Second)
 	require.NoError(t, c.evaluate(ctx))
 	got := faults(t, sink)
-	require.Len(t, got, 2, "%v", got)
+	require.Len(t, got, 3, "%v", got)
 	hang := byType(got, fault.TypeNCCLHang)
 	require.Len(t, hang, 1)
-	assert.Equal(t, fault.Entity{Kind: fault.EntityJob, Key: testJob}, hang[0].Entity)
+	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: testJob + "/58"}, hang[0].Entity)
+	straggler := byType(got, fault.TypeStragglerCompute)
+	require.Len(t, straggler, 1)
+	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: testJob + "/9"}, straggler[0].Entity)
 	timeout := byType(got, fault.TypeNCCLTimeout)
 	require.Len(t, timeout, 1)
 	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: testJob + "/58"}, timeout[0].Entity)
 	assert.Equal(t, "xl007", timeout[0].HostName, "from the rank's own span")
 	assert.Equal(t, "GPU-58", timeout[0].GPUUUID)
+}
+
+// A node whose clock is two minutes behind the gateway's still sends: its
+// liveness is measured on arrival, not on its spans' own times, so it is
+// not silent (issue 20: node.silent opened on skewed nodes).
+func TestNodeBehindInTimeIsNotSilent(t *testing.T) {
+	c, sink, clock := newTestCorrelator(t, gateway)
+	const skew = -2 * time.Minute
+	last := t0
+	for at := t0; !at.After(t0.Add(4 * time.Minute)); at = at.Add(10 * time.Second) {
+		clock.at, last = at, at
+		require.NoError(t, c.ConsumeTraces(context.Background(), spans(
+			rankSpan{job: testJob, rank: 0, host: "xl001", gpu: "GPU-xl001", end: at.Add(skew)},
+			rankSpan{job: testJob, rank: 1, host: "xl002", gpu: "GPU-xl002", end: at})))
+	}
+	assert.Empty(t, silentNodes(t, c, sink, clock, last.Add(5*time.Second)))
 }

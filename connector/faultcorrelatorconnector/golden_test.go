@@ -25,11 +25,11 @@ func TestFaultRecordsGolden(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		mode func(*Config)
-		feed func(t *testing.T, c *correlator) time.Time // returns when to evaluate
+		feed func(t *testing.T, c *correlator, clock *fakeClock) time.Time // returns when to evaluate
 	}{
 		{
 			file: "xid48_logs.yaml",
-			feed: func(t *testing.T, c *correlator) time.Time {
+			feed: func(t *testing.T, c *correlator, clock *fakeClock) time.Time {
 				require.NoError(t, c.ConsumeLogs(context.Background(), xidLogs(48, t0)))
 				return t0.Add(5 * time.Second)
 			},
@@ -39,7 +39,7 @@ func TestFaultRecordsGolden(t *testing.T) {
 			// a P1 DBE fault marked present at start, its onset the
 			// counter's start.
 			file: "dbe_present_at_start_logs.yaml",
-			feed: func(t *testing.T, c *correlator) time.Time {
+			feed: func(t *testing.T, c *correlator, clock *fakeClock) time.Time {
 				s := healthy(agentStart.Add(15*time.Second), agentStart)
 				s.dbe = 2
 				require.NoError(t, c.ConsumeMetrics(context.Background(), s.metrics()))
@@ -49,14 +49,18 @@ func TestFaultRecordsGolden(t *testing.T) {
 		{
 			// A rank's compute-straggler verdict and its GPU's NVLink CRC
 			// growth: the straggler fault on the rank, NVLink degradation on
-			// the GPU.
+			// the GPU. The spans arrive half a second after they end: the
+			// gateway places them at their arrival, and the evidence of the
+			// verdict keeps both times (time, observed_at).
 			file: "straggler_nvlink_logs.yaml",
 			mode: gateway,
-			feed: func(t *testing.T, c *correlator) time.Time {
+			feed: func(t *testing.T, c *correlator, clock *fakeClock) time.Time {
 				ctx := context.Background()
+				clock.at = t0.Add(500 * time.Millisecond)
 				require.NoError(t, c.ConsumeTraces(ctx, spans(rankSpan{host: testHost, gpu: testGPU, rank: 1045, end: t0})))
 				require.NoError(t, c.ConsumeMetrics(ctx, dcgm(testHost, t0, dcgmGPU{uuid: testGPU, crc: 1000, tempC: 70})))
 				require.NoError(t, c.ConsumeMetrics(ctx, dcgm(testHost, t0.Add(10*time.Second), dcgmGPU{uuid: testGPU, crc: 1340, tempC: 71})))
+				clock.at = t0.Add(12*time.Second + 500*time.Millisecond)
 				require.NoError(t, c.ConsumeTraces(ctx, verdict(1045, testHost, testGPU, "straggler.compute", t0.Add(12*time.Second))))
 				return t0.Add(13 * time.Second)
 			},
@@ -64,7 +68,7 @@ func TestFaultRecordsGolden(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			c, sink, clock := newTestCorrelator(t, tc.mode)
-			clock.at = tc.feed(t, c)
+			clock.at = tc.feed(t, c, clock)
 			require.NoError(t, c.evaluate(context.Background()))
 			require.Len(t, sink.AllLogs(), 1, "one evaluation, one batch of records")
 			actual := sink.AllLogs()[0]

@@ -13,7 +13,9 @@ import (
 const maxJobsPerWatchedHost = 64
 
 // activity is what one batch says about who is alive (gateway mode, for
-// node.silent): the latest time each host and each job sent anything, and
+// node.silent): when (on arrival: callers pass the batch's arrival, not
+// the data's time, which a node's clock may skew) each host and each job
+// last sent anything, and
 // which hosts run ranks of which job. A nil activity (agent mode) notes
 // nothing.
 type activity struct {

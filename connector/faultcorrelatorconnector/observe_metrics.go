@@ -53,7 +53,7 @@ func (c *correlator) numberPoints(name string, dps pmetric.NumberDataPointSlice,
 		w := res
 		w.read(dp.Attributes())
 		at := timeOr(dp.Timestamp(), now)
-		act.saw(w, at)
+		act.saw(w, now)
 		if !read {
 			continue // no rule reads this metric in any form
 		}
@@ -113,7 +113,7 @@ func (c *correlator) histogramPoints(name string, h pmetric.Histogram, res where
 		w := res
 		w.read(dp.Attributes())
 		at := timeOr(dp.Timestamp(), now)
-		act.saw(w, at)
+		act.saw(w, now)
 		if !read {
 			continue
 		}

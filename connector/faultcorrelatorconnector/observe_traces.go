@@ -1,6 +1,7 @@
 package faultcorrelatorconnector // import "github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -40,9 +41,14 @@ const timedOutStatusPrefix = "timed out"
 // observeTraces (gateway) reads rank spans: the straggler verdict from any
 // of them (train.step.verdict from the straggler processor, or an annotated
 // train.step), the step's duration, loss, NCCL summary and health from
-// train.step only, and the collectives the NCCL watchdog retired. Evidence
-// carries the span's ids.
-func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
+// train.step only, and the collectives the NCCL watchdog retired; and the
+// job verdict of the step's root span (train.step.root). Evidence carries
+// the span's ids. Every sample is placed in the rule windows at now, the
+// batch's arrival, with the span's end kept as its data time
+// (placeAtArrival): a verdict delayed by consumer lag or a node clock that
+// is off still counts, and the lag of each verdict span is measured
+// (verdict_lag.go).
+func (c *correlator) observeTraces(ctx context.Context, td ptrace.Traces, now time.Time) {
 	if c.cfg.Mode != ModeGateway {
 		return
 	}
@@ -57,7 +63,7 @@ func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
-				c.observeSpan(batch, spans.At(k), res, now, act)
+				c.observeSpan(ctx, batch, spans.At(k), res, now, act)
 			}
 		}
 	}
@@ -65,12 +71,18 @@ func (c *correlator) observeTraces(td ptrace.Traces, now time.Time) {
 	c.noteActivity(act)
 }
 
-func (c *correlator) observeSpan(batch rules.Batch, sp ptrace.Span, res where, now time.Time, act *activity) {
+func (c *correlator) observeSpan(ctx context.Context, batch rules.Batch, sp ptrace.Span, res where, now time.Time, act *activity) {
 	w, isRank := rankSpanIdentity(res, sp)
+	name := sp.Name()
 	if !isRank {
+		if name == semconv.SpanTrainStepRoot && w.job != "" {
+			c.observeRootSpan(batch, sp, w.job, now)
+		}
 		return // only rank spans carry per-rank signals
 	}
-	name := sp.Name()
+	if name == semconv.SpanTrainStepVerdict {
+		c.noteVerdictLag(ctx, w.job, sp.EndTimestamp(), now)
+	}
 	var rs *rankState
 	if w.job != "" {
 		rs = c.rankStateOf(w.job, w.rank)
@@ -89,10 +101,11 @@ func (c *correlator) observeSpan(batch rules.Batch, sp ptrace.Span, res where, n
 	if name != semconv.SpanTrainStepRoot && name != semconv.SpanTrainStepVerdict {
 		// Sent by the rank's host, not derived by the gateway: the host
 		// and the job are alive.
-		act.saw(w, at)
+		act.saw(w, now)
 		act.sawRank(w)
 	}
 	base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+	c.placeAtArrival(&base, now)
 	if rs != nil && name == semconv.SpanTrainStep {
 		// The rank's entities as its last step span gave them (the usual
 		// case), kept in rs.
@@ -131,6 +144,7 @@ func (c *correlator) observeSpanSignals(sp ptrace.Span, name string, base rules.
 		if v, ok := a.Get(semconv.AttrStragglerVerdict); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
 			s := base
 			s.Signal, s.Text = semconv.AttrStragglerVerdict, v.Str()
+			s.Onset = onsetOf(a)
 			o.add(&sigs.verdict, &s)
 		}
 	}
@@ -150,8 +164,8 @@ func (c *correlator) observeSpanSignals(sp ptrace.Span, name string, base rules.
 // correlator is created: the span path neither looks them up by name nor
 // reads attributes whose samples no rule would keep.
 type spanSignals struct {
-	verdict, stepDuration, xid, throttle, ncclTimedOut rules.Signal
-	numbers                                            []namedSignal // the stepSpanNumbers some rule reads, in that order
+	verdict, jobVerdict, stepDuration, xid, throttle, ncclTimedOut rules.Signal
+	numbers                                                        []namedSignal // the stepSpanNumbers some rule reads, in that order
 }
 
 type namedSignal struct {
@@ -162,6 +176,7 @@ type namedSignal struct {
 func newSpanSignals(ev *rules.Evaluator) spanSignals {
 	s := spanSignals{
 		verdict:      ev.Signal(semconv.AttrStragglerVerdict),
+		jobVerdict:   ev.Signal(semconv.AttrStragglerJobVerdict),
 		stepDuration: ev.Signal(semconv.MetricTrainingStepDuration),
 		xid:          ev.Signal(semconv.AttrGPUXID),
 		throttle:     ev.Signal(semconv.AttrHealthThrottle),
@@ -217,4 +232,51 @@ func (c *correlator) observeStepSpan(sp ptrace.Span, o *observer, base rules.Sam
 			}
 		}
 	}
+}
+
+// observeRootSpan reads the job verdict (straggler.job_verdict, e.g.
+// job.slowdown) of a step's root span, which names the job but no rank,
+// under the job, placed at now (its arrival) like every span sample.
+// Callers hold c.mu and batch.
+func (c *correlator) observeRootSpan(batch rules.Batch, sp ptrace.Span, job string, now time.Time) {
+	sig := &c.spanSignals.jobVerdict
+	if !sig.Read() {
+		return
+	}
+	v, ok := sp.Attributes().Get(semconv.AttrStragglerJobVerdict)
+	if !ok || v.Type() != pcommon.ValueTypeStr || v.Str() == "" {
+		return
+	}
+	s := rules.Sample{Signal: semconv.AttrStragglerJobVerdict, Text: v.Str(), At: timeOr(sp.EndTimestamp(), now),
+		TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+	c.placeAtArrival(&s, now)
+	ref := rules.EntityRef{Entity: fault.Entity{Kind: fault.EntityJob, Key: job}}
+	if batch.ObserveRef(&ref, sig, &s) {
+		c.remember(ref.Entity, where{job: job})
+		c.kept++
+	}
+}
+
+// onsetOf returns the onset a verdict span reports
+// (straggler.onset_unix_nano: the start of its first flagged step, in the
+// data's time), or zero when it reports none or nonsense (not a positive
+// integer).
+func onsetOf(a pcommon.Map) time.Time {
+	v, ok := a.Get(semconv.AttrStragglerOnsetUnixNano)
+	if !ok {
+		return time.Time{}
+	}
+	var ns int64
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		ns = v.Int()
+	case pcommon.ValueTypeDouble:
+		if d := v.Double(); d > 0 && d < 1<<62 {
+			ns = int64(d)
+		}
+	}
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
 }

@@ -87,6 +87,7 @@ func TestRankStepSpansFollowTheRank(t *testing.T) {
 	rank := fault.Entity{Kind: fault.EntityRank, Key: testJob + "/5"}
 	step := func(at time.Time, host, gpu string, attrs map[string]any) {
 		t.Helper()
+		clock.at = at // arrives as it ends: the gateway places span samples at their arrival
 		require.NoError(t, c.ConsumeTraces(ctx, spans(rankSpan{rank: 5, host: host, gpu: gpu, end: at, attrs: attrs})))
 	}
 	identity := func() where {

@@ -20,6 +20,22 @@ func timeOr(ts pcommon.Timestamp, fallback time.Time) time.Time {
 	return ts.AsTime()
 }
 
+// placeAtArrival places s in the rule windows at now, its arrival at the
+// correlator, keeping its own time (s.At) as s.DataTime, which the
+// evidence keeps as its time (the arrival as observed_at). Gateway mode
+// only; for readings that report a conclusion (a verdict, a finding, a
+// step's signals), whose rules ask "was it said within the window", not
+// for counters and gauges, whose growth must be judged over the time it
+// happened: a catch-up burst at arrival would squeeze 30 minutes of
+// growth into one window. The agent reads its own node live: it keeps the
+// data time.
+func (c *correlator) placeAtArrival(s *rules.Sample, now time.Time) {
+	if c.cfg.Mode != ModeGateway || !s.DataTime.IsZero() || s.At.Equal(now) {
+		return
+	}
+	s.DataTime, s.At = s.At, now
+}
+
 // observe records s under every entity of w and remembers what each entity
 // is (host, GPU, job, rank) for the fault records. Callers hold c.mu.
 func (c *correlator) observe(w where, s rules.Sample) {

@@ -21,9 +21,14 @@ type Match struct {
 	Confidence  float64
 	Entity      fault.Entity
 	Window      time.Duration // the rule's window
-	Since       time.Time     // earliest supporting sample in the window
-	At          time.Time     // latest supporting sample
-	Evidence    []fault.Evidence
+	Since       time.Time     // earliest supporting sample in the window (its data time)
+	At          time.Time     // latest supporting sample (its data time)
+	// Onset is the earliest onset the supporting samples report (a
+	// straggler verdict's first flagged step, straggler.onset_unix_nano),
+	// zero when none does: the correlator opens the fault there rather
+	// than at Since, the step that confirmed it.
+	Onset    time.Time
+	Evidence []fault.Evidence
 }
 
 // Evaluate expires old samples and entities and returns every rule that
@@ -151,7 +156,10 @@ func (r *Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now 
 	m := Match{Rule: r.Name, FaultType: r.FaultType, Severity: r.Severity, Action: r.Action,
 		BlastRadius: r.BlastRadius, Confidence: r.Confidence, Entity: ent, Window: r.Window}
 	from := now.Add(-r.Window)
-	add := func(evs []fault.Evidence, latest time.Time) {
+	add := func(evs []fault.Evidence, latest, onset time.Time) {
+		if !onset.IsZero() && (m.Onset.IsZero() || onset.Before(m.Onset)) {
+			m.Onset = onset
+		}
 		if latest.After(m.At) {
 			m.At = latest
 		}
@@ -169,18 +177,18 @@ func (r *Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now 
 		m.Evidence = append(m.Evidence, evs...)
 	}
 	for i, c := range r.All {
-		evs, latest, ok := c.holds(st.get(cr.all[i]), from, now, texts)
+		evs, latest, onset, ok := c.holds(st.get(cr.all[i]), from, now, texts)
 		if !ok {
 			return Match{}, false
 		}
-		add(evs, latest)
+		add(evs, latest, onset)
 	}
 	if len(r.Any) > 0 {
 		anyHeld := false
 		for i, c := range r.Any {
-			if evs, latest, ok := c.holds(st.get(cr.any[i]), from, now, texts); ok {
+			if evs, latest, onset, ok := c.holds(st.get(cr.any[i]), from, now, texts); ok {
 				anyHeld = true
-				add(evs, latest)
+				add(evs, latest, onset)
 			}
 		}
 		if !anyHeld {
@@ -193,17 +201,20 @@ func (r *Rule) evaluate(cr compiledRule, ent fault.Entity, st *entityState, now 
 	return m, true
 }
 
-// holds tests c over the samples of sr in [from, now] and returns the
-// evidence that supports it and the time of the latest supporting sample.
-// A match condition (in, nan) gives the earliest matching sample as its
+// holds tests c over the samples of sr in [from, now] (where the samples
+// sit in the windows: Sample.At) and returns the evidence that supports
+// it, the data time of the latest supporting sample and the earliest onset
+// the supporting samples report (zero when none). A match condition (in,
+// nan) gives the matching sample with the earliest data time as its
 // evidence: the onset, which stays put as later samples arrive, so that
 // replicas that evaluate at other moments agree on it.
-func (c Condition) holds(sr *series, from, now time.Time, texts *textTable) ([]fault.Evidence, time.Time, bool) {
+func (c Condition) holds(sr *series, from, now time.Time, texts *textTable) ([]fault.Evidence, time.Time, time.Time, bool) {
+	var none time.Time
 	if c.Agg == AggAbsent {
 		if sr == nil || !sr.lastSeen.Before(from) {
-			return nil, time.Time{}, false
+			return nil, none, none, false
 		}
-		return []fault.Evidence{{Signal: c.Signal, Value: now.Sub(sr.lastSeen).Seconds(), Time: sr.lastSeen}}, sr.lastSeen, true
+		return []fault.Evidence{{Signal: c.Signal, Value: now.Sub(sr.lastSeen).Seconds(), Time: sr.lastSeen}}, sr.lastSeen, none, true
 	}
 	var ws []point
 	if sr != nil {
@@ -211,37 +222,53 @@ func (c Condition) holds(sr *series, from, now time.Time, texts *textTable) ([]f
 	}
 	need := max(c.MinSamples, c.LastSamples, 1)
 	if len(ws) < need {
-		return nil, time.Time{}, c.PassIfMissing && len(ws) == 0
+		return nil, none, none, c.PassIfMissing && len(ws) == 0
 	}
 	if c.LastSamples > 0 {
 		ws = ws[len(ws)-c.LastSamples:]
 	}
 	evidence := func(p point, v float64) []fault.Evidence {
-		return []fault.Evidence{{Signal: c.Signal, Value: v, Text: texts.text(p.text), Time: p.time(), TraceID: p.traceID, SpanID: p.spanID}}
+		return []fault.Evidence{p.evidence(c.Signal, v, texts)}
 	}
 
 	if len(c.In) > 0 || c.Op == OpNaN {
-		first, last := -1, -1
+		// The earliest and latest by data time: window order is data
+		// order unless samples were placed at their arrival
+		// (Sample.DataTime), and the onset is when it happened, not when
+		// it arrived.
+		first := -1
+		var latest, onset int64
 		for i, p := range ws {
 			if c.matches(p, texts) {
-				if first < 0 {
+				if first < 0 || p.dataNanos() < ws[first].dataNanos() {
 					first = i
 				}
-				last = i
+				if t := p.dataNanos(); t > latest {
+					latest = t
+				}
+				if p.onset != 0 && (onset == 0 || p.onset < onset) {
+					onset = p.onset
+				}
 			}
 		}
 		if first < 0 {
-			return nil, time.Time{}, false
+			return nil, none, none, false
 		}
-		return evidence(ws[first], ws[first].value), ws[last].time(), true
+		return evidence(ws[first], ws[first].value), time.Unix(0, latest).UTC(), point{onset: onset}.onsetTime(), true
 	}
 
 	if c.Agg == AggDistinct {
-		evs := distinct(c.Signal, ws, texts)
+		evs, onset := distinct(c.Signal, ws, texts)
 		if !c.Op.compare(float64(len(evs)), *c.Value) {
-			return nil, time.Time{}, false
+			return nil, none, none, false
 		}
-		return evs, evs[len(evs)-1].Time, true
+		latest := evs[0].Time
+		for _, ev := range evs[1:] {
+			if ev.Time.After(latest) {
+				latest = ev.Time
+			}
+		}
+		return evs, latest, onset, true
 	}
 
 	last := ws[len(ws)-1]
@@ -267,7 +294,7 @@ func (c Condition) holds(sr *series, from, now time.Time, texts *textTable) ([]f
 		if c.Agg == AggRate {
 			span := time.Duration(last.at - ws[0].at).Seconds()
 			if span <= 0 {
-				return nil, time.Time{}, false
+				return nil, none, none, false
 			}
 			x /= span
 		}
@@ -282,20 +309,20 @@ func (c Condition) holds(sr *series, from, now time.Time, texts *textTable) ([]f
 			}
 		}
 		if !found {
-			return nil, time.Time{}, c.PassIfMissing
+			return nil, none, none, c.PassIfMissing
 		}
 	default: // last
 		x = last.value
 	}
 	if !c.Op.compare(x, *c.Value) {
-		return nil, time.Time{}, false
+		return nil, none, none, false
 	}
-	return evidence(at, x), at.time(), true
+	return evidence(at, x), at.time(), at.onsetTime(), true
 }
 
 // distinct returns one evidence per distinct value in ws (its latest
-// sample), oldest first.
-func distinct(signal string, ws []point, texts *textTable) []fault.Evidence {
+// sample), oldest first, and the earliest onset they report.
+func distinct(signal string, ws []point, texts *textTable) ([]fault.Evidence, time.Time) {
 	type key struct {
 		text  uint32
 		nan   bool
@@ -303,6 +330,7 @@ func distinct(signal string, ws []point, texts *textTable) []fault.Evidence {
 	}
 	seen := make(map[key]bool, len(ws))
 	var out []fault.Evidence
+	var onset int64
 	for i := len(ws) - 1; i >= 0; i-- {
 		p := ws[i]
 		k := key{text: p.text}
@@ -317,12 +345,15 @@ func distinct(signal string, ws []point, texts *textTable) []fault.Evidence {
 			continue
 		}
 		seen[k] = true
-		out = append(out, fault.Evidence{Signal: signal, Value: p.value, Text: texts.text(p.text), Time: p.time(), TraceID: p.traceID, SpanID: p.spanID})
+		out = append(out, p.evidence(signal, p.value, texts))
+		if p.onset != 0 && (onset == 0 || p.onset < onset) {
+			onset = p.onset
+		}
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
 	}
-	return out
+	return out, point{onset: onset}.onsetTime()
 }
 
 // counterGrowth sums the increases between consecutive samples; a drop is a

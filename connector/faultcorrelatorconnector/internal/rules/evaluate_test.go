@@ -107,6 +107,9 @@ func defaultCases() map[string]ruleCase {
 			[][]obs{text("straggler.verdict", "straggler.link", 60), text("straggler.verdict", "none", 60)}},
 		"straggler_link": {rankR, text("straggler.verdict", "straggler.link", 60),
 			[][]obs{text("straggler.verdict", "straggler.compute", 60)}},
+		// The job-level verdict of the step's root span, under the job.
+		"job_slowdown": {jobJ, text("straggler.job_verdict", "job.slowdown", 60),
+			[][]obs{text("straggler.job_verdict", "none", 60), text("straggler.verdict", "straggler.compute", 60)}},
 		"straggler_with_nvlink_crc": {gpuG,
 			join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 340), []obs{normalT}),
 			[][]obs{join(text("straggler.verdict", "straggler.compute", 60), obsSeries(sigCRC, 0, 60, 0, 340), []obs{{sigTemp, 95, "", 30}}),
@@ -125,9 +128,22 @@ func defaultCases() map[string]ruleCase {
 		"ib_link_down":     {portP, obsSeries("hw.errors{error.type=link_downed}", 0, 60, 0, 1), [][]obs{obsSeries("hw.errors{error.type=link_downed}", 0, 60, 3, 3)}},
 		"ib_symbol_errors": {portP, obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 50), [][]obs{obsSeries("hw.errors{error.type=symbol_error}", 0, 60, 0, 5)}},
 		"nccl_timeout":     {rankR, obsSeries(sigTO, 0, 60, 0, 1), [][]obs{obsSeries(sigTO, 0, 60, 0, 0)}},
-		"nccl_hang":        {jobJ, text("nccl.finding", "missing_ranks", 60), [][]obs{text("nccl.finding", "mismatch", 60), text("nccl.finding", "straggler", 60)}},
-		"loss_nan":         {jobJ, obsSeries("training.loss", 0, 30, 2.1, math.NaN()), [][]obs{obsSeries("training.loss", 0, 30, 2.1, 2.0)}},
-		"node_silent":      {nodeN, obsSeries("node.heartbeat", -60, 1, 1), [][]obs{obsSeries("node.heartbeat", -60, 120, 1, 1)}},
+		// Observed under the culprit rank (issue 20): the rank's fault.
+		"nccl_hang": {rankR, join(text("nccl.finding", "hang", 60), text("nccl.hang.collective", "pg 21:EXPERT_MODEL_PARALLEL_GROUP seq 79 nccl:all_to_all", 60)),
+			[][]obs{text("nccl.finding", "mismatch", 60), text("nccl.finding", "straggler", 60), text("nccl.hang.collective", "pg 21 seq 79", 60),
+				// may name bystanders read mid-write: the job's fault only (issue 20)
+				join(text("nccl.finding", "missing_ranks", 60), text("nccl.hang.collective", "pg 0 seq 17 all_reduce", 60))}},
+		// Ranks missing from a collective, culprit not known: the job's hang.
+		"nccl_hang_missing_ranks": {jobJ, join(text("nccl.finding", "missing_ranks", 60), text("nccl.hang.collective", "pg 0:default_pg seq 17 all_reduce; missing ranks 2,5", 60)),
+			[][]obs{text("nccl.finding", "hang", 60), text("nccl.finding", "straggler", 60), text("nccl.hang.collective", "pg 0 seq 17", 60)}},
+		// The flight recorder's straggler alone only where the rank sends
+		// no step spans; with them, only when their verdict agrees.
+		"nccl_straggler": {rankR, text("nccl.finding", "straggler", 60),
+			[][]obs{join(text("nccl.finding", "straggler", 60), obsSeries(sigStep, 30, 10, 1, 1, 1)), text("nccl.finding", "hang", 60)}},
+		"nccl_straggler_corroborated": {rankR, join(text("nccl.finding", "straggler", 60), text("straggler.verdict", "straggler.compute", 60)),
+			[][]obs{text("nccl.finding", "straggler", 60), join(text("nccl.finding", "straggler", 60), text("straggler.verdict", "none", 60))}},
+		"loss_nan":    {jobJ, obsSeries("training.loss", 0, 30, 2.1, math.NaN()), [][]obs{obsSeries("training.loss", 0, 30, 2.1, 2.0)}},
+		"node_silent": {nodeN, obsSeries("node.heartbeat", -60, 1, 1), [][]obs{obsSeries("node.heartbeat", -60, 120, 1, 1)}},
 		"node_repeated_faults": {nodeN,
 			join(text("fault.opened", "gpu.xid.13 a1", -3600), text("fault.opened", "nccl.timeout b2", 0), text("fault.opened", "gpu.thermal c3", 60)),
 			[][]obs{join(text("fault.opened", "gpu.xid.13 a1", -3600), text("fault.opened", "gpu.xid.13 a1", 0), text("fault.opened", "gpu.thermal c3", 60)),
@@ -427,4 +443,48 @@ func TestEvaluateChangedOnlyTheChangedEntities(t *testing.T) {
 	ev.Observe(a, "gpu.xid", 79, t0.Add(time.Second))
 	require.Len(t, ev.Evaluate(evalAt), 2)
 	assert.Empty(t, ev.EvaluateChanged(evalAt))
+}
+
+// Samples placed at their arrival (Sample.DataTime set): the window holds
+// them by arrival, the evidence keeps the data time as Time and the
+// arrival as ObservedAt, Since and At are data times, the evidence of a
+// match condition is the sample with the earliest data time (the second to
+// arrive here), and Onset is the earliest onset any matching sample
+// reports.
+func TestArrivalPlacedSamplesKeepDataTimeAndOnset(t *testing.T) {
+	rs, err := Default()
+	require.NoError(t, err)
+	ev := NewEvaluator(rs, Limits{})
+	old := t0.Add(-10 * time.Minute) // data 10 minutes older than evalAt's window
+	verdict := func(arrive, data, onset time.Duration) Sample {
+		s := Sample{Signal: "straggler.verdict", Text: "straggler.compute", At: t0.Add(arrive), DataTime: old.Add(data)}
+		if onset != 0 {
+			s.Onset = old.Add(onset)
+		}
+		return s
+	}
+	require.True(t, ev.ObserveSample(rankR, verdict(60*time.Second, 9*time.Second, -20*time.Second)))
+	require.True(t, ev.ObserveSample(rankR, verdict(61*time.Second, 6*time.Second, -30*time.Second)))
+	require.True(t, ev.ObserveSample(rankR, verdict(62*time.Second, 12*time.Second, 0)))
+	m, ok := findRule(ev.Evaluate(evalAt), "straggler_compute")
+	require.True(t, ok, "10-minute-old data placed at its arrival is in the window")
+	require.Len(t, m.Evidence, 1)
+	e := m.Evidence[0]
+	assert.True(t, e.Time.Equal(old.Add(6*time.Second)), "earliest data time: %v", e.Time)
+	assert.True(t, e.ObservedAt.Equal(t0.Add(61*time.Second)), "its arrival: %v", e.ObservedAt)
+	assert.True(t, m.Since.Equal(old.Add(6*time.Second)))
+	assert.True(t, m.At.Equal(old.Add(12*time.Second)), "latest data time: %v", m.At)
+	assert.True(t, m.Onset.Equal(old.Add(-30*time.Second)), "earliest onset: %v", m.Onset)
+
+	// Placed at the data time (no DataTime): the same data is outside the
+	// window, and evidence of samples placed so has no ObservedAt.
+	ev = NewEvaluator(rs, Limits{})
+	ev.ObserveSample(rankR, Sample{Signal: "straggler.verdict", Text: "straggler.compute", At: old})
+	_, ok = findRule(ev.Evaluate(evalAt), "straggler_compute")
+	assert.False(t, ok)
+	ev.ObserveSample(gpuG, Sample{Signal: "gpu.xid", Value: 48, At: t0.Add(60 * time.Second)})
+	m, ok = findRule(ev.Evaluate(evalAt), "xid_48")
+	require.True(t, ok)
+	assert.True(t, m.Evidence[0].ObservedAt.IsZero())
+	assert.True(t, m.Onset.IsZero(), "no sample reported an onset")
 }

@@ -12,10 +12,21 @@ import (
 // Sample is one observation of a signal: a number, or a text (Text set) for
 // log and span attributes such as straggler.verdict.
 type Sample struct {
-	Signal  string
-	Value   float64
-	Text    string
-	At      time.Time
+	Signal string
+	Value  float64
+	Text   string
+	// At places the sample in the rule windows: the reading's own time,
+	// or, for the readings the gateway takes from spans, their arrival
+	// (then DataTime holds the reading's own time).
+	At time.Time
+	// DataTime is when the reading was taken where that is not At; zero
+	// means At. Evidence keeps it as its Time, and At as ObservedAt.
+	DataTime time.Time
+	// Onset is when the condition the sample reports began, where the
+	// input says (a straggler verdict's straggler.onset_unix_nano); zero
+	// when it does not. A match reports the earliest onset of its
+	// evidence (Match.Onset).
+	Onset   time.Time
 	TraceID pcommon.TraceID
 	SpanID  pcommon.SpanID
 }
@@ -132,6 +143,12 @@ func (e *Evaluator) observeLocked(st *entityState, id int, s *Sample) bool {
 	}
 	at := nanos(s.At)
 	p := point{value: s.Value, at: at, traceID: s.TraceID, spanID: s.SpanID}
+	if !s.DataTime.IsZero() && !s.DataTime.Equal(s.At) {
+		p.data = nanos(s.DataTime)
+	}
+	if !s.Onset.IsZero() {
+		p.onset = nanos(s.Onset)
+	}
 	if s.Text == "" && !math.IsNaN(s.Value) && !math.IsInf(s.Value, 0) {
 		p.base, p.baseOK = sr.baseline, sr.baselineN >= e.limits.BaselineMinSamples
 		if sr.baselineN == 0 {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 )
 
 // entityState is what the evaluator keeps of one entity: its series.
@@ -27,12 +29,14 @@ func (st *entityState) get(id int) *series {
 	return nil
 }
 
-// point is one kept sample. It holds no pointer (the time as Unix
+// point is one kept sample. It holds no pointer (the times as Unix
 // nanoseconds, the text as an id of Evaluator.texts), so the series arrays
-// are never scanned by the garbage collector, and it is 56 bytes instead of
-// the 88 of a time.Time and a string.
+// are never scanned by the garbage collector, and it is 72 bytes instead of
+// the 136 of three time.Times and a string.
 type point struct {
-	at      int64 // Unix nanoseconds
+	at      int64 // Unix nanoseconds: where the sample sits in the windows (Sample.At)
+	data    int64 // Sample.DataTime in Unix nanoseconds; 0 when it is at
+	onset   int64 // Sample.Onset in Unix nanoseconds; 0 when none
 	value   float64
 	base    float64 // the rolling baseline before this sample
 	traceID pcommon.TraceID
@@ -41,8 +45,39 @@ type point struct {
 	baseOK  bool
 }
 
-// time returns when p was observed.
-func (p point) time() time.Time { return time.Unix(0, p.at).UTC() }
+// time returns when p's reading was taken (its data time).
+func (p point) time() time.Time { return time.Unix(0, p.dataNanos()).UTC() }
+
+// dataNanos is p's data time in Unix nanoseconds.
+func (p point) dataNanos() int64 {
+	if p.data != 0 {
+		return p.data
+	}
+	return p.at
+}
+
+// observedAt returns where p sits in the windows when that is not its data
+// time (a span reading placed at its arrival), else zero: Evidence.ObservedAt.
+func (p point) observedAt() time.Time {
+	if p.data == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, p.at).UTC()
+}
+
+// onsetTime returns the onset p reports, or zero.
+func (p point) onsetTime() time.Time {
+	if p.onset == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, p.onset).UTC()
+}
+
+// evidence is p as evidence of signal with value v.
+func (p point) evidence(signal string, v float64, texts *textTable) fault.Evidence {
+	return fault.Evidence{Signal: signal, Value: v, Text: texts.text(p.text), Time: p.time(),
+		ObservedAt: p.observedAt(), TraceID: p.traceID, SpanID: p.spanID}
+}
 
 // nanos is t as point.at.
 func nanos(t time.Time) int64 { return t.UnixNano() }
