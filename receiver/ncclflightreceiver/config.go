@@ -56,6 +56,12 @@ type FlightRecorderConfig struct {
 	// not completed once no newer dump of its rank completed it for this
 	// long (default 2m).
 	IncompleteAfter time.Duration `mapstructure:"incomplete_after"`
+	// StallAfter: a rank whose dump was written at least this long after
+	// its own newest enqueue had stopped (default 1m); the hang finding
+	// names only such ranks. Both times come from the rank's node clock,
+	// so a skewed clock or a late read does not matter. Lower it only
+	// where dumps are rewritten often (a test bed whose steps last 1 s).
+	StallAfter time.Duration `mapstructure:"stall_after"`
 }
 
 // InspectorConfig tails NCCL inspector plugin output.
@@ -93,8 +99,8 @@ func (cfg *Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"flight_recorder::rescan_interval": fr.RescanInterval, "flight_recorder::settle_time": fr.SettleTime,
-		"flight_recorder::incomplete_after": fr.IncompleteAfter, "inspector::poll_interval": cfg.Inspector.PollInterval,
-		"ras::interval": cfg.RAS.Interval, "ras::timeout": cfg.RAS.Timeout,
+		"flight_recorder::incomplete_after": fr.IncompleteAfter, "flight_recorder::stall_after": fr.StallAfter,
+		"inspector::poll_interval": cfg.Inspector.PollInterval, "ras::interval": cfg.RAS.Interval, "ras::timeout": cfg.RAS.Timeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", name, d))

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/analysis"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
 )
 
@@ -30,9 +31,11 @@ func TestConfig(t *testing.T) {
 	require.NoError(t, componenttest.CheckConfigStruct(createDefaultConfig()))
 	cfg := loadConfig(t, "")
 	require.NoError(t, confmap.Validate(cfg))
-	assert.Equal(t, []string{"*nccl_trace_rank_*", "*comm_lib_trace_rank_*"}, cfg.FlightRecorder.Patterns)
+	assert.Equal(t, []string{"*nccl_trace_rank_*", "*comm_lib_trace_rank_*", "*_dump_*"}, cfg.FlightRecorder.Patterns)
 	assert.Equal(t, -1, cfg.FlightRecorder.Rank)
 	assert.Equal(t, 2*time.Minute, cfg.FlightRecorder.IncompleteAfter)
+	assert.Equal(t, time.Minute, cfg.FlightRecorder.StallAfter)
+	assert.Equal(t, analysis.DefaultOptions().StallAfter, cfg.FlightRecorder.StallAfter)
 	assert.Empty(t, cfg.RAS.Endpoint, "RAS is off by default")
 
 	cfg = loadConfig(t, "all")
@@ -42,6 +45,7 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, "file_storage/ncclflight", cfg.Storage.String())
 	assert.Equal(t, 3, cfg.FlightRecorder.Rank)
 	assert.Equal(t, int64(1048576), cfg.FlightRecorder.MaxFileSize)
+	assert.Equal(t, 30*time.Second, cfg.FlightRecorder.StallAfter)
 	assert.Equal(t, []string{"/var/run/nccl-inspector"}, cfg.Inspector.Directories)
 	assert.Equal(t, time.Minute, cfg.RAS.Interval)
 }
@@ -55,6 +59,7 @@ func TestInvalidConfig(t *testing.T) {
 		`flight_recorder::patterns[1]`,
 		"flight_recorder::rank: -7",
 		"flight_recorder::settle_time: must be greater than 0",
+		"flight_recorder::stall_after: must be greater than 0, got -1s",
 		"flight_recorder::max_file_size",
 		`ras::endpoint: "localhost" is not host:port`,
 	} {

@@ -22,6 +22,7 @@ const (
 	defaultSettleTime      = time.Second
 	defaultMaxFileSize     = frdump.DefaultMaxJSONBytes // the larger form's cap: a bigger file is never read
 	defaultIncompleteAfter = 2 * time.Minute
+	defaultStallAfter      = time.Minute // analysis.DefaultOptions().StallAfter
 	defaultInspectorPoll   = time.Second
 	defaultRASInterval     = 30 * time.Second
 	defaultRASTimeout      = 15 * time.Second
@@ -44,12 +45,13 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		FlightRecorder: FlightRecorderConfig{
 			// The leading * admits the host-name prefix users give dumps.
-			Patterns:        []string{"*nccl_trace_rank_*", "*comm_lib_trace_rank_*"},
+			Patterns:        []string{"*nccl_trace_rank_*", "*comm_lib_trace_rank_*", "*_dump_*"},
 			Rank:            -1,
 			RescanInterval:  defaultRescanInterval,
 			SettleTime:      defaultSettleTime,
 			MaxFileSize:     defaultMaxFileSize,
 			IncompleteAfter: defaultIncompleteAfter,
+			StallAfter:      defaultStallAfter,
 		},
 		Inspector: InspectorConfig{PollInterval: defaultInspectorPoll},
 		RAS:       RASConfig{Interval: defaultRASInterval, Timeout: defaultRASTimeout},

@@ -469,6 +469,9 @@ func (r *ncclReceiver) readDump(ctx context.Context, td ptrace.Traces, tx *emiss
 			zap.String("path", f.Path), zap.String("warning", w.Message))
 	}
 	tx.dumps[f.Path] = readVersion{Key: key, At: unixNow(r.now)}
+	if !f.ModTime.IsZero() {
+		dump.DumpedAtNs = f.ModTime.UnixNano() // the analysis tells stopped ranks by it
+	}
 	r.tb.NcclflightDumpsRead.Add(ctx, 1)
 	dir = filepath.Dir(f.Path)
 	rank := r.rankOf(f.Path)
@@ -608,7 +611,9 @@ func (r *ncclReceiver) analyze(ctx context.Context, dir string) {
 		dumps = append(dumps, analysis.RankDump{Rank: rank, Dump: d})
 	}
 	sort.Slice(dumps, func(i, j int) bool { return dumps[i].Rank < dumps[j].Rank })
-	report := analysis.Analyze(dumps, analysis.DefaultOptions())
+	opts := analysis.DefaultOptions()
+	opts.StallAfter = r.cfg.FlightRecorder.StallAfter
+	report := analysis.Analyze(dumps, opts)
 	var problems []problem
 	for _, f := range report.Findings {
 		key := r.cfg.JobID + "|" + dir + "|" + f.Key().String()

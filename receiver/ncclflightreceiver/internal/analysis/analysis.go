@@ -3,7 +3,9 @@
 // shared directory) and reports what a single rank's dump cannot show: ranks
 // that never joined a collective the others started (a hang), collectives that
 // differ across ranks (a desync), pg_status divergence (who is behind), the
-// straggler that makes everyone wait, and timed-out operations.
+// straggler that makes everyone wait, and timed-out operations; across all
+// process groups, the ranks a hang waits for (culprit.go), with the
+// per-group findings it explains folded into that one finding.
 //
 // How the dumps are lined up:
 //   - Ring buffers wrap, so ranks hold different windows. As PyTorch's fr_trace
@@ -26,6 +28,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 )
 
@@ -41,18 +44,21 @@ type Kind string
 const (
 	// KindMissingRanks: some ranks never enqueued a collective the others
 	// started and did not complete — the signature of a hang.
-	KindMissingRanks Kind = "missing_ranks"
+	KindMissingRanks Kind = semconv.NCCLFindingMissingRanks
 	// KindMismatch: the same collective differs across ranks (type, sizes,
 	// dtypes) — a desync.
 	KindMismatch Kind = "mismatch"
 	// KindStraggler: one rank enqueues last and waits least in most
 	// collectives: everyone else waits for it.
-	KindStraggler Kind = "straggler"
+	KindStraggler Kind = semconv.NCCLFindingStraggler
 	// KindPGStatusDivergence: ranks disagree on the last collective they
 	// enqueued in a process group; the ones behind are named.
 	KindPGStatusDivergence Kind = "pg_status_divergence"
 	// KindTimeout: the watchdog retired an operation that never completed.
 	KindTimeout Kind = "timeout"
+	// KindHang: ranks that stopped, which every stuck process group of the
+	// job waits for (culprit.go); one finding per incident, across groups.
+	KindHang Kind = semconv.NCCLFindingHang
 )
 
 // Finding is one problem found across ranks.
@@ -137,6 +143,11 @@ type Options struct {
 	// MinStatusGap is the smallest difference in last enqueued collective
 	// between ranks that is reported as a pg_status divergence. Default 1.
 	MinStatusGap int64
+	// StallAfter is how long before its dump a rank must have enqueued
+	// nothing to count as stopped (culprit.go); a rank that enqueued more
+	// recently was running, and what it lacks it had not reached yet.
+	// Default 1m.
+	StallAfter time.Duration
 }
 
 // DefaultOptions returns the defaults.
@@ -148,6 +159,7 @@ func DefaultOptions() Options {
 		StragglerMinCollectives: 5,
 		StragglerMinRanks:       3,
 		MinStatusGap:            1,
+		StallAfter:              time.Minute,
 	}
 }
 
@@ -171,6 +183,9 @@ func (o Options) withDefaults() Options {
 	if o.MinStatusGap <= 0 {
 		o.MinStatusGap = d.MinStatusGap
 	}
+	if o.StallAfter <= 0 {
+		o.StallAfter = d.StallAfter
+	}
 	return o
 }
 
@@ -193,6 +208,7 @@ func Analyze(dumps []RankDump, opts Options) Report {
 	}
 	rep.Findings = append(rep.Findings, findStatusDivergence(al, opts)...)
 	rep.Findings = append(rep.Findings, findTimeouts(al)...)
+	rep.Findings = culpritPass(al, rep.Findings, opts)
 
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := &rep.Findings[i], &rep.Findings[j]
@@ -212,6 +228,8 @@ func Analyze(dumps []RankDump, opts Options) Report {
 
 func kindOrder(k Kind) int {
 	switch k {
+	case KindHang:
+		return -1
 	case KindMissingRanks:
 		return 0
 	case KindPGStatusDivergence:

@@ -265,6 +265,9 @@ func FuzzAnalyze(f *testing.F) {
 			}
 			d.Entries = append(d.Entries, e)
 			d.PGStatus[e.PGName] = frdump.PGStatus{LastEnqueued: int64(int8(b[6])), LastStarted: -1, LastCompleted: int64(int8(b[7]))}
+			// the culprit analysis: dump times and group members
+			d.DumpedAtNs = int64(b[6]) * 1e11
+			d.PGConfig[e.PGName] = frdump.PGConfig{Name: e.PGName, Ranks: []int{3, 0, 1, 2}[:int(b[3])%4+1]}
 		}
 		rep := Analyze(dumps, Options{StragglerMinCollectives: 1, StragglerMinRanks: 1})
 		for _, fd := range rep.Findings {

@@ -69,20 +69,30 @@ func findStraggler(g *group, opts Options) (Finding, bool) {
 	durCount := 0
 	scratch := make([]float64, n)
 	for _, s := range samples {
+		// Ranks that enqueued at the same instant (a tie for last) are
+		// none of them last: nobody waited for one of them.
 		li := argmax(s.offsets)
-		last[li]++
+		if tiedWith(s.offsets, li) {
+			li = -1
+		} else {
+			last[li]++
+		}
 		med := median(s.offsets, scratch)
 		for i, o := range s.offsets {
 			lagSum[i] += o - med
 		}
 		if s.durations == nil {
-			hits[li]++
+			if li >= 0 {
+				hits[li]++
+			}
 			continue
 		}
 		si := argmin(s.durations)
-		shortest[si]++
-		if si == li {
-			hits[li]++
+		if !tiedWith(s.durations, si) {
+			shortest[si]++
+			if si == li {
+				hits[li]++
+			}
 		}
 		for i, d := range s.durations {
 			durSum[i] += d
@@ -263,6 +273,16 @@ func argmin(v []float64) int {
 		}
 	}
 	return best
+}
+
+// tiedWith reports whether another element of v equals v[i].
+func tiedWith(v []float64, i int) bool {
+	for j, x := range v {
+		if j != i && x == v[i] {
+			return true
+		}
+	}
+	return false
 }
 
 func argmaxInt(v []int) int {

@@ -56,6 +56,12 @@ type Dump struct {
 	Entries  []Entry
 	// CommLibVersion is nccl_version (up to 2.7) or comm_lib_version (2.10).
 	CommLibVersion string
+	// DumpedAtNs is when the dump was written (epoch ns; the dump file's
+	// mtime, on the clock of the node that wrote it), set by the reader, not
+	// part of the dump; 0 when unknown. The cross-rank analysis compares it
+	// with the rank's newest enqueue to tell a rank that stopped from one
+	// whose dump was merely taken earlier.
+	DumpedAtNs int64
 }
 
 // PGConfig describes a process group.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +41,24 @@ func TestBadArguments(t *testing.T) {
 	assert.Error(t, run(nil), "no -out")
 	assert.Error(t, run([]string{"-out", filepath.Join(t.TempDir(), "x"), "-entries", "0"}))
 	assert.Error(t, run([]string{"-out", filepath.Join(t.TempDir(), "x"), "stray"}))
+}
+
+func TestMoEJobWritesSixteenDumps(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fr")
+	require.NoError(t, run([]string{"-moe", "gil_hang", "-dir", dir, "-seed", "2", "-culprits", "9,15"}))
+	for rank := range 16 {
+		path := filepath.Join(dir, "_dump_"+strconv.Itoa(rank))
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		d, _, err := frdump.Parse(data)
+		require.NoError(t, err)
+		assert.Equal(t, "2.9", d.Version.Raw)
+		info, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Greater(t, info.ModTime().UnixNano(), d.Entries[len(d.Entries)-1].TimeCreatedNs, "dumped after its last enqueue")
+	}
+	assert.Error(t, run([]string{"-moe", "nope", "-dir", dir}))
+	assert.Error(t, run([]string{"-moe", "gil_hang"}), "no -dir")
+	assert.Error(t, run([]string{"-moe", "gil_hang", "-dir", dir, "-culprits", "4,12"}), "two stages")
+	assert.Error(t, run([]string{"-moe", "gil_hang", "-dir", dir, "-culprits", "99"}))
 }
