@@ -638,7 +638,7 @@ func TestNCCLFindingsOpenOnTheNamedRanks(t *testing.T) {
 	c, sink, clock := newTestCorrelator(t, gateway)
 	ctx := context.Background()
 	require.NoError(t, c.ConsumeTraces(ctx, spans(rankSpan{rank: 58, host: "xl007", gpu: "GPU-58", end: t0})))
-	require.NoError(t, c.ConsumeLogs(ctx, findingLogs("missing_ranks", []any{int64(58)}, t0.Add(time.Second))))
+	require.NoError(t, c.ConsumeLogs(ctx, findingLogs("hang", []any{int64(58)}, t0.Add(time.Second))))
 	require.NoError(t, c.ConsumeLogs(ctx, findingLogs("timeout", []any{int64(58), "bad"}, t0.Add(time.Second))))
 	require.NoError(t, c.ConsumeLogs(ctx, findingLogs("straggler", []any{int64(9)}, t0.Add(time.Second))))
 	clock.at = t0.Add(2 * time.Second)
