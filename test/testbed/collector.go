@@ -140,6 +140,7 @@ func pipelineConfig(opts Options, jobs []*job, pageURL func(*node) string, otlpE
 					"job_id": j.id, "host_name": nd.host,
 					"flight_recorder": map[string]any{
 						"directories": []string{nd.frDir}, "settle_time": "100ms", "rescan_interval": "1s",
+						"stall_after": stallAfter(opts.StepPeriod).String(),
 					},
 				}
 				metricsIn = append(metricsIn, fr)
@@ -156,7 +157,12 @@ func pipelineConfig(opts Options, jobs []*job, pageURL func(*node) string, otlpE
 		"receivers":  receivers,
 		"processors": map[string]any{
 			"nodestate": map[string]any{"extension": "nodestate"},
-			"stepspan":  map[string]any{"collective_wait": opts.CollectiveWait.String(), "nodestate": "nodestate"},
+			// orphan_after scaled as node_silent's window is (silentRuleFor):
+			// a job without step spans (no_step_spans) sends its collectives
+			// only as orphans, and at the default 30 s its nodes would look
+			// silent for the testbed's 8-step window.
+			"stepspan": map[string]any{"collective_wait": opts.CollectiveWait.String(), "nodestate": "nodestate",
+				"orphan_after": max(3*opts.StepPeriod, 2*opts.CollectiveWait).String()},
 			"straggler": map[string]any{"decision_wait": opts.DecisionWait.String()},
 			"batch":     batch,
 		},
@@ -238,3 +244,10 @@ func runCollector(ctx context.Context, cfgYAML string, c *capture) (stop func() 
 		}
 	}
 }
+
+// stallAfter scales the ncclflight receiver's stall_after (default 1m) to
+// the simulated step, as silentRuleFor scales node_silent: a rank whose
+// dump was written 5 steps after its newest enqueue had stopped. The suite's
+// hangs stop their job at step 16 of 36; 1 minute of stall would never be
+// seen before the run ends.
+func stallAfter(step time.Duration) time.Duration { return 5 * step }

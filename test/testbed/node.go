@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,6 +199,12 @@ func (nd *node) writeSysfs() error {
 // writeAtomic writes path through a temporary file and a rename, as sysfs
 // readers and the flight-recorder receiver expect whole files.
 func writeAtomic(path string, data []byte) error {
+	return writeAtomicAt(path, data, time.Time{})
+}
+
+// writeAtomicAt is writeAtomic with the file's mtime set to mtime (unless
+// zero) before the rename, so that no reader sees the file with another.
+func writeAtomicAt(path string, data []byte, mtime time.Time) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("testbed: %w", err)
 	}
@@ -205,6 +212,12 @@ func writeAtomic(path string, data []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return fmt.Errorf("testbed: %w", err)
+	}
+	if !mtime.IsZero() {
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("testbed: %w", err)
+		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("testbed: %w", err)
@@ -305,5 +318,29 @@ func (nd *node) writeDump(rank int) error {
 	if err != nil {
 		return fmt.Errorf("testbed: encoding the dump of rank %d: %w", rank, err)
 	}
-	return writeAtomic(filepath.Join(nd.frDir, fmt.Sprintf("%s_nccl_trace_rank_%d", nd.host, rank)), data)
+	// The dump's mtime is the node's clock, as its entries' times are (a
+	// real dump's both come from the node): the receiver tells a rank that
+	// stopped by the time between its newest enqueue and its dump.
+	at := time.Now().Add(nd.job.clockOffset(nd.index))
+	return writeAtomicAt(filepath.Join(nd.frDir, fmt.Sprintf("%s_nccl_trace_rank_%d", nd.host, rank)), data, at)
+}
+
+// rewriteDumps writes every rank's dump again, unchanged but for its
+// mtime: the ranks of a job that stopped keep dumping (torch dumps on the
+// watchdog's timeout and on demand), so that a rank that enqueued nothing
+// for the receiver's stall_after shows as stopped.
+func (nd *node) rewriteDumps() error {
+	nd.mu.Lock()
+	ranks := make([]int, 0, len(nd.fr))
+	for r := range nd.fr {
+		ranks = append(ranks, r)
+	}
+	nd.mu.Unlock()
+	slices.Sort(ranks)
+	for _, r := range ranks {
+		if err := nd.writeDump(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -375,6 +375,9 @@ func freeAddr() (string, error) {
 
 // lightOnly reports whether step spans alone show every injection.
 func (s *Scenario) lightOnly() bool {
+	if s.NoStepSpans || s.Overlap == OverlapLegacy {
+		return false // the flight recorder carries the evidence
+	}
 	for _, in := range s.injections() {
 		if !lightKinds[in.Kind] {
 			return false
@@ -413,6 +416,7 @@ func drive(ctx context.Context, j *job, opts Options, sender *otlpSender) (time.
 		if err != nil {
 			return onset, err
 		}
+		j.sentAt = append(j.sentAt, time.Now())
 		if opts.OnStep != nil {
 			opts.OnStep(StepDone{JobID: j.id, Step: step, Steps: j.sc.Steps, Start: start, Spans: spans, Injected: injected})
 		}
@@ -433,6 +437,18 @@ func (j *job) finishStep(ctx context.Context, step int, start time.Time, ranks [
 		}
 	}
 	if j.stopped {
+		// A hung or crashed job's ranks keep dumping their flight
+		// recorders: the one that stopped shows as stopped.
+		if !opts.lightInputs() {
+			for _, nd := range j.nodes {
+				if nd.frDir == "" || nd.isSilent() {
+					continue
+				}
+				if err := nd.rewriteDumps(); err != nil {
+					return 0, err
+				}
+			}
+		}
 		return 0, nil
 	}
 	if !opts.lightInputs() {
@@ -440,8 +456,8 @@ func (j *job) finishStep(ctx context.Context, step int, start time.Time, ranks [
 			return 0, err
 		}
 	}
-	if j.stopped {
-		return 0, nil // the step never finished: no step spans
+	if j.stopped || j.sc.NoStepSpans {
+		return 0, nil // the step never finished, or the job sends none
 	}
 	nodes := j.stepRecords(step, start, end, ranks, opts.lightInputs())
 	if opts.StepSink != nil {
@@ -483,10 +499,15 @@ func (j *job) recordFlight(step int, start, end time.Time, ranks []rankStep) err
 			continue
 		}
 		entries := make([]frEntry, 0, collectivesPerStep)
+		off := j.clockOffset(r.node) // the node's clock (data_lag, clock_skew)
 		for c := 0; c < collectivesPerStep; c++ {
+			created := start.Add(time.Duration(c+1) * span / (collectivesPerStep + 2))
+			if j.sc.timed() {
+				created = start.Add(r.enqueue[c])
+			}
 			e := frEntry{
 				seq:       j.collSeq + int64(c) + 1,
-				created:   start.Add(time.Duration(c+1) * span / (collectivesPerStep + 2)),
+				created:   created.Add(off),
 				duration:  r.collectives[c],
 				state:     "completed",
 				retired:   true,

@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -54,7 +55,24 @@ type Scenario struct {
 	Noise        Noise         `yaml:"noise"`
 	Expect       []Expectation `yaml:"expect"`
 	Allow        []Expectation `yaml:"allow"`
+
+	// Issue 20 (scenarios.yaml's header explains each).
+	DataLag        time.Duration   `yaml:"data_lag"`
+	ClockSkew      []time.Duration `yaml:"clock_skew"`
+	NoStepSpans    bool            `yaml:"no_step_spans"`
+	Overlap        string          `yaml:"overlap"`
+	PhaseScale     float64         `yaml:"phase_scale"`
+	MaxDetectSteps int             `yaml:"max_detect_steps"`
+	// MaxOtherFaults bounds the faults opened besides the expected ones
+	// (allowed ones included); nil: no bound.
+	MaxOtherFaults *int `yaml:"max_other_faults"`
 }
+
+// Overlap modes of the phase contract (scenarios.yaml: overlap).
+const (
+	OverlapComputeOnly = "compute_only"
+	OverlapLegacy      = "legacy"
+)
 
 // Injection is the fault a scenario injects from AtStep on.
 type Injection struct {
@@ -76,6 +94,15 @@ type Noise struct {
 	HiccupFactor     float64   `yaml:"hiccup_factor"`
 	PPStages         []float64 `yaml:"pp_stages"`
 	SeqLenSigma      float64   `yaml:"seqlen_sigma"`
+	// PPUnlabelled: the ranks do not report training.pp_stage.
+	PPUnlabelled bool `yaml:"pp_unlabelled"`
+	// PPStageRanks ranks per stage; the stages' levels cycle through
+	// PPStages. 0: PPStages split the job in len(PPStages) equal stages.
+	PPStageRanks int `yaml:"pp_stage_ranks"`
+	// SlowShare of the ranks compute SlowFactor [min, max] slower for the
+	// whole run.
+	SlowShare  float64   `yaml:"slow_share"`
+	SlowFactor []float64 `yaml:"slow_factor"`
 }
 
 // Expectation names a fault type and the entity it must (expect) or may
@@ -88,6 +115,9 @@ type Expectation struct {
 	GPU    *int       `yaml:"gpu"`
 	Device string     `yaml:"device"`
 	Port   string     `yaml:"port"`
+	// Evidence are signals the record's evidence must hold (issue 20: a
+	// hang names its collective, nccl.hang.collective).
+	Evidence []string `yaml:"evidence"`
 }
 
 type scenarioFile struct {
@@ -159,6 +189,9 @@ func (s *Scenario) validate() error {
 			return fmt.Errorf("injects[%d]%w", i, err)
 		}
 	}
+	if err := s.validateShape(); err != nil {
+		return err
+	}
 	for _, e := range append(append([]Expectation{}, s.Expect...), s.Allow...) {
 		if !e.Type.Valid() {
 			return fmt.Errorf("expect/allow: unknown fault type %q", e.Type)
@@ -168,6 +201,37 @@ func (s *Scenario) validate() error {
 		default:
 			return fmt.Errorf("expect/allow: unknown entity %q", e.Entity)
 		}
+		for _, sig := range e.Evidence {
+			if sig == "" {
+				return errors.New("expect/allow: evidence: empty signal")
+			}
+		}
+	}
+	return nil
+}
+
+// validateShape checks the fields of issue 20.
+func (s *Scenario) validateShape() error {
+	n := s.Noise
+	switch {
+	case s.DataLag < 0:
+		return errors.New("data_lag: negative")
+	case s.Overlap != "" && s.Overlap != OverlapComputeOnly && s.Overlap != OverlapLegacy:
+		return fmt.Errorf("overlap: unknown %q (compute_only or legacy)", s.Overlap)
+	case s.PhaseScale < 0:
+		return errors.New("phase_scale: negative")
+	case s.MaxDetectSteps < 0:
+		return errors.New("max_detect_steps: negative")
+	case s.MaxOtherFaults != nil && *s.MaxOtherFaults < 0:
+		return errors.New("max_other_faults: negative")
+	case n.PPStageRanks < 0 || (n.PPStageRanks > 0 && len(n.PPStages) == 0):
+		return errors.New("noise.pp_stage_ranks: needs pp_stages and a positive count")
+	case n.PPUnlabelled && len(n.PPStages) == 0:
+		return errors.New("noise.pp_unlabelled: needs pp_stages")
+	case n.SlowShare < 0 || n.SlowShare > 1:
+		return errors.New("noise.slow_share: outside [0, 1]")
+	case n.SlowShare > 0 && (len(n.SlowFactor) != 2 || n.SlowFactor[0] <= 0 || n.SlowFactor[1] < n.SlowFactor[0]):
+		return errors.New("noise.slow_factor: want [min, max], 0 < min <= max")
 	}
 	return nil
 }

@@ -22,14 +22,17 @@ func TestScenariosLoad(t *testing.T) {
 			negatives++
 			continue
 		}
-		kinds[sc.Inject.Kind] = true
+		for _, in := range sc.injections() {
+			kinds[in.Kind] = true
+		}
 	}
-	// every fault kind of the issue and the four hard negatives
+	// every fault kind of the issue and the five hard negatives (issue 20
+	// added the unlabelled pipeline)
 	for _, k := range []string{InjectComputeStraggler, InjectSlowLink, InjectNVLinkDegradation, InjectDBE,
 		InjectThermal, InjectIBFlap, InjectHang, InjectLossNaN, InjectSilentNode} {
 		assert.True(t, kinds[k], k)
 	}
-	assert.Equal(t, 4, negatives)
+	assert.Equal(t, 5, negatives)
 }
 
 func TestScenariosInvalid(t *testing.T) {

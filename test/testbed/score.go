@@ -38,8 +38,20 @@ type ScenarioResult struct {
 	// Opened are the distinct faults opened on the job ("type entity").
 	Opened []string
 	// FalsePositives are the opened faults no expectation or allowance
-	// covers.
+	// covers, and those over the scenario's max_other_faults.
 	FalsePositives []string
+	// DetectSteps holds, per expectation, the steps from the onset to its
+	// first open record's arrival (stepsUntil); -1 when it never opened.
+	DetectSteps []int
+	// MaxDetectSteps is the scenario's bound (0: none).
+	MaxDetectSteps int
+	// Late are the expectations found later than max_detect_steps after
+	// the onset (their indexes).
+	Late []int
+	// OtherFaults counts the opened faults no expectation matches
+	// (allowed ones included); TooManyOthers: more than max_other_faults.
+	OtherFaults   int
+	TooManyOthers bool
 }
 
 // TypeResult is the detection quality for one fault type.
@@ -120,17 +132,19 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 		return types[t]
 	}
 	for i, j := range jobs {
-		res := ScenarioResult{Name: j.sc.Name, HardNegative: j.sc.HardNegative}
+		res := ScenarioResult{Name: j.sc.Name, HardNegative: j.sc.HardNegative, MaxDetectSteps: j.sc.MaxDetectSteps}
 		for _, e := range j.sc.Expect {
 			tr := typ(e.Type)
 			tr.Expected++
-			delay, confirm := time.Duration(-1), 0
+			delay, confirm, steps := time.Duration(-1), 0, -1
 			for _, c := range perJob[i] {
 				if j.matches(e, c.record) && (delay < 0 || c.at.Sub(onsets[i]) < delay) {
 					delay = max(c.at.Sub(onsets[i]), 0)
-					confirm = stepsToConfirm(c.record, onsets[i], opts.StepPeriod)
+					confirm = stepsToConfirm(c.record, onsets[i].Add(j.dataOffset()), opts.StepPeriod)
+					steps = j.stepsUntil(c.at, onsets[i], opts.StepPeriod)
 				}
 			}
+			res.DetectSteps = append(res.DetectSteps, steps)
 			if delay >= 0 {
 				tr.Detected++
 				tr.TimesToOpen = append(tr.TimesToOpen, delay)
@@ -139,16 +153,34 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 				}
 			}
 			res.Found = append(res.Found, delay)
+			if steps >= 0 && j.sc.MaxDetectSteps > 0 && steps > j.sc.MaxDetectSteps {
+				res.Late = append(res.Late, len(res.Found)-1)
+			}
 		}
 		for _, c := range perJob[i] {
 			tr := typ(c.record.Type)
 			tr.Opened++
-			res.Opened = append(res.Opened, fmt.Sprintf("%s (+%.1fs, first_seen %+.1fs)", describe(c.record), c.at.Sub(onsets[i]).Seconds(), c.record.FirstSeen.Sub(onsets[i]).Seconds()))
-			covered := false
-			for _, e := range append(append([]Expectation{}, j.sc.Expect...), j.sc.Allow...) {
-				covered = covered || j.matches(e, c.record)
+			if onsets[i].IsZero() { // a hard negative: no onset to time from
+				res.Opened = append(res.Opened, fmt.Sprintf("%s (rule %s)", describe(c.record), c.record.Rule))
+			} else {
+				res.Opened = append(res.Opened, fmt.Sprintf("%s (rule %s, +%.1fs, first_seen %+.1fs)", describe(c.record), c.record.Rule,
+					c.at.Sub(onsets[i]).Seconds(), c.record.FirstSeen.Sub(onsets[i]).Seconds()))
 			}
-			if !covered {
+			expected, allowed := false, false
+			for _, e := range j.sc.Expect {
+				expected = expected || j.matches(e, c.record)
+			}
+			for _, e := range j.sc.Allow {
+				allowed = allowed || j.matches(e, c.record)
+			}
+			if !expected {
+				res.OtherFaults++
+			}
+			over := !expected && j.sc.MaxOtherFaults != nil && res.OtherFaults > *j.sc.MaxOtherFaults
+			if over {
+				res.TooManyOthers = true
+			}
+			if (!expected && !allowed) || over {
 				tr.FalsePositives++
 				res.FalsePositives = append(res.FalsePositives, describe(c.record))
 			}
@@ -166,6 +198,45 @@ func score(opts Options, jobs []*job, onsets []time.Time, records []captured) *R
 	}
 	sort.Slice(rep.Types, func(a, b int) bool { return rep.Types[a].Type < rep.Types[b].Type })
 	return rep
+}
+
+// stepsUntil counts the job's steps from its first injection's onset to
+// at: the steps sent (drive's sentAt) from the onset step on by then, plus
+// a step per period after the job's last one. Counting the job's own
+// steps, not seconds, keeps the bound of max_detect_steps when a loaded
+// machine runs the simulation behind its schedule. Without sentAt (a
+// report built by hand) it is the periods from onset to at, rounded up.
+func (j *job) stepsUntil(at, onset time.Time, period time.Duration) int {
+	ins := j.sc.injections()
+	if len(j.sentAt) == 0 || len(ins) == 0 {
+		if period <= 0 {
+			return 0
+		}
+		return int(math.Ceil(float64(at.Sub(onset)) / float64(period)))
+	}
+	from := ins[0].AtStep
+	for _, in := range ins {
+		from = min(from, in.AtStep)
+	}
+	n := 0
+	for s := from; s < len(j.sentAt); s++ {
+		if !j.sentAt[s].After(at) {
+			n++
+		}
+	}
+	if last := j.sentAt[len(j.sentAt)-1]; at.After(last) && period > 0 {
+		n += int(at.Sub(last) / period)
+	}
+	return n
+}
+
+// dataOffset is the clock offset of the node of the job's first
+// injection: the verdicts of its step spans carry that node's time.
+func (j *job) dataOffset() time.Duration {
+	if ins := j.sc.injections(); len(ins) > 0 {
+		return j.clockOffset(ins[0].Node)
+	}
+	return j.clockOffset(0)
 }
 
 // stepsToConfirm reads the step of the straggler verdict that opened r from
@@ -220,6 +291,13 @@ func (j *job) matches(e Expectation, r fault.Record) bool {
 	if e.Entity != "any" && string(r.Entity.Kind) != e.Entity {
 		return false
 	}
+	for _, sig := range e.Evidence {
+		if !slices.ContainsFunc(r.Evidence, func(ev fault.Evidence) bool {
+			return ev.Signal == sig || strings.HasPrefix(ev.Signal, sig+"{")
+		}) {
+			return false
+		}
+	}
 	nodeOK := func(host string) bool { return e.Node == nil || host == j.hostName(*e.Node) }
 	switch e.Entity {
 	case "gpu":
@@ -266,6 +344,15 @@ func (rep *Report) Write(w io.Writer) {
 				fmt.Fprintf(w, "; MISSED expectation %d", i)
 			}
 		}
+		if s.MaxDetectSteps > 0 {
+			fmt.Fprintf(w, "; steps to detect %v (bound %d)", s.DetectSteps, s.MaxDetectSteps)
+		}
+		for _, i := range s.Late {
+			fmt.Fprintf(w, "; LATE expectation %d (%d steps, +%.1fs)", i, s.DetectSteps[i], s.Found[i].Seconds())
+		}
+		if s.TooManyOthers {
+			fmt.Fprintf(w, "; TOO MANY other faults (%d)", s.OtherFaults)
+		}
 		fmt.Fprintln(w)
 	}
 	if len(rep.Unattributed) > 0 {
@@ -283,6 +370,7 @@ type Totals struct {
 	types         map[fault.Type]*TypeResult
 	hardNegatives int // faults opened on hard negatives
 	bad           int
+	late          int // expectations found after max_detect_steps
 }
 
 // NewTotals returns empty totals.
@@ -310,18 +398,21 @@ func (t *Totals) Add(rep *Report) {
 		if s.HardNegative {
 			t.hardNegatives += len(s.Opened)
 		}
+		t.late += len(s.Late)
 	}
 }
 
 // Meets reports whether every type reaches target precision and recall,
-// no hard negative opened a fault and every record parsed.
+// no hard negative opened a fault, every record parsed and no expectation
+// was found later than its scenario's max_detect_steps (more faults than
+// max_other_faults are false positives, in the precision).
 func (t *Totals) Meets(target float64) bool {
 	for _, tr := range t.types {
 		if tr.Precision() < target || tr.Recall() < target {
 			return false
 		}
 	}
-	return t.hardNegatives == 0 && t.bad == 0
+	return t.hardNegatives == 0 && t.bad == 0 && t.late == 0
 }
 
 // Write prints the totals as Markdown.
@@ -331,7 +422,7 @@ func (t *Totals) Write(w io.Writer) {
 		rep.Types = append(rep.Types, *tr)
 	}
 	sort.Slice(rep.Types, func(a, b int) bool { return rep.Types[a].Type < rep.Types[b].Type })
-	fmt.Fprintf(w, "%d runs, seeds %v; faults opened on hard negatives: %d\n\n", t.runs, t.seeds, t.hardNegatives)
+	fmt.Fprintf(w, "%d runs, seeds %v; faults opened on hard negatives: %d; found after max_detect_steps: %d\n\n", t.runs, t.seeds, t.hardNegatives, t.late)
 	rep.StepPeriod = time.Second
 	rep.writeTypes(w)
 }

@@ -33,6 +33,7 @@ type StepRecord struct {
 	// Loss is NaN from a loss_nan injection on.
 	Loss float64
 	// Attributes are the step's other attributes, in order:
+	// training.phase.comm_wait_ns (but under overlap: legacy), then
 	// nccl.collectives.count and nccl.collectives.total_ns in runs of more
 	// than 512 ranks (step spans alone carry the collectives there).
 	Attributes []IntAttribute
@@ -72,6 +73,14 @@ func (j *job) stepRecords(step int, start, end time.Time, ranks []rankStep, with
 	if withCollectives {
 		attrPerRank = 2
 	}
+	// Every simulated phase is the rank's own compute (the waits are in the
+	// collectives), so the spans say so with training.phase.comm_wait_ns, as
+	// the phase contract asks; only the legacy contract (backward including
+	// the wait) leaves it out.
+	commWait := j.sc.Overlap != OverlapLegacy
+	if commWait {
+		attrPerRank++
+	}
 	attrs := make([]IntAttribute, 0, len(ranks)*attrPerRank)
 	out := make([]nodeRecords, 0, len(j.nodes))
 	for _, nd := range j.nodes {
@@ -83,25 +92,36 @@ func (j *job) stepRecords(step int, start, end time.Time, ranks []rankStep, with
 			if r.node != nd.index {
 				continue
 			}
+			// the node's clock: lag and skew (scenarios.yaml: data_lag, clock_skew)
+			off := j.clockOffset(r.node)
+			rankEnd := end
+			if j.sc.timed() {
+				rankEnd = start.Add(r.end)
+			}
 			rec := StepRecord{
 				JobID: j.id, Rank: r.rank, LocalRank: r.gpu, WorldSize: j.sc.Ranks(),
 				Host: nd.host, GPUUUID: j.gpuUUID(r.node, r.gpu), PPStage: r.ppStage, HasPPStage: r.hasStage,
-				Step: step, Start: start, End: end, Loss: r.loss,
+				Step: step, Start: start.Add(off), End: rankEnd.Add(off), Loss: r.loss,
 			}
 			first := len(phases)
 			for p, ph := range basePhases {
 				phases = append(phases, PhaseTime{Name: ph.name, Duration: r.phases[p]})
 			}
 			rec.Phases = phases[first:len(phases):len(phases)]
+			first = len(attrs)
+			if commWait {
+				attrs = append(attrs, IntAttribute{Key: semconv.AttrPhaseCommWaitNs, Value: int64(r.commWait)})
+			}
 			if withCollectives {
 				var total time.Duration
 				for _, c := range r.collectives {
 					total += c
 				}
-				first := len(attrs)
 				attrs = append(attrs,
 					IntAttribute{Key: semconv.AttrCollectivesCount, Value: collectivesPerStep},
 					IntAttribute{Key: semconv.AttrCollectivesTotalNs, Value: int64(total)})
+			}
+			if len(attrs) > first {
 				rec.Attributes = attrs[first:len(attrs):len(attrs)]
 			}
 			nr.records = append(nr.records, rec)

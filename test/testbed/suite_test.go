@@ -26,7 +26,7 @@ func TestSuite64Ranks(t *testing.T) {
 	rep.Write(&b)
 	t.Logf("seed %d (rerun: go run ./cmd/gpusim -seed %d)\n%s", rep.Seed, rep.Seed, b.String())
 
-	require.Len(t, rep.Scenarios, 13)
+	require.Len(t, rep.Scenarios, 22)
 	for _, s := range rep.Scenarios {
 		if s.HardNegative {
 			assert.Empty(t, s.Opened, "hard negative %s opened faults", s.Name)
@@ -34,6 +34,10 @@ func TestSuite64Ranks(t *testing.T) {
 		for i, d := range s.Found {
 			assert.GreaterOrEqual(t, d, 0*d, "%s: expectation %d never opened", s.Name, i)
 		}
+		// issue 20: found within max_detect_steps of the onset (on arrival),
+		// and no more than max_other_faults besides the expected ones
+		assert.Empty(t, s.Late, "%s: expectations found after max_detect_steps", s.Name)
+		assert.False(t, s.TooManyOthers, "%s: %d faults besides the expected ones", s.Name, s.OtherFaults)
 	}
 	for _, tr := range rep.Types {
 		assert.GreaterOrEqual(t, tr.Precision(), 0.95, "precision of %s", tr.Type)
