@@ -236,9 +236,10 @@ type frEntry struct {
 }
 
 // frRing is how many entries a dump keeps (TORCH_NCCL_TRACE_BUFFER_SIZE):
-// two steps, enough for the receiver (it emits each entry once) and light
+// six steps, enough for the receiver (it emits each entry once) and for
+// its cross-rank straggler check (at least 16 collectives), and light
 // enough that 832 ranks can dump every step.
-const frRing = 8
+const frRing = 24
 
 // recordCollectives appends a rank's collectives of one step to its ring.
 func (nd *node) recordCollectives(rank int, entries []frEntry) {
@@ -253,8 +254,14 @@ func (nd *node) recordCollectives(rank int, entries []frEntry) {
 
 // writeDump writes the rank's flight-recorder dump in the JSON format
 // (torch >= 2.4 with TORCH_NCCL_USE_JSON... written by the SDK as
-// <host>_nccl_trace_rank_<rank>), atomically.
-func (nd *node) writeDump(rank int) error {
+// <host>_nccl_trace_rank_<rank>), atomically. The dump's mtime is the
+// moment the rank dumped, on the node's clock as its entries' times are (a
+// real dump's both come from the node): the receiver tells a rank that
+// stopped by the time between its newest enqueue and its dump. A zero
+// dumpedAt is a running rank dumping right after its newest enqueue, in
+// the simulation's time: a loaded test machine, slow to write the dumps,
+// must not make running ranks look stopped.
+func (nd *node) writeDump(rank int, dumpedAt time.Time) error {
 	nd.mu.Lock()
 	ring := append([]frEntry(nil), nd.fr[rank]...)
 	silent := nd.silent
@@ -268,8 +275,12 @@ func (nd *node) writeDump(rank int) error {
 		ranks[i] = strconv.Itoa(i)
 	}
 	var lastEnq, lastStarted, lastDone int64
+	var newest time.Time
 	entries := make([]map[string]any, 0, len(ring))
 	for _, e := range ring {
+		if e.created.After(newest) {
+			newest = e.created
+		}
 		lastEnq = max(lastEnq, e.seq)
 		if e.state != "scheduled" {
 			lastStarted = max(lastStarted, e.seq)
@@ -318,11 +329,10 @@ func (nd *node) writeDump(rank int) error {
 	if err != nil {
 		return fmt.Errorf("testbed: encoding the dump of rank %d: %w", rank, err)
 	}
-	// The dump's mtime is the node's clock, as its entries' times are (a
-	// real dump's both come from the node): the receiver tells a rank that
-	// stopped by the time between its newest enqueue and its dump.
-	at := time.Now().Add(nd.job.clockOffset(nd.index))
-	return writeAtomicAt(filepath.Join(nd.frDir, fmt.Sprintf("%s_nccl_trace_rank_%d", nd.host, rank)), data, at)
+	if dumpedAt.IsZero() {
+		dumpedAt = newest.Add(time.Millisecond) // entries' times carry the node's clock already
+	}
+	return writeAtomicAt(filepath.Join(nd.frDir, fmt.Sprintf("%s_nccl_trace_rank_%d", nd.host, rank)), data, dumpedAt)
 }
 
 // rewriteDumps writes every rank's dump again, unchanged but for its
@@ -337,8 +347,10 @@ func (nd *node) rewriteDumps() error {
 	}
 	nd.mu.Unlock()
 	slices.Sort(ranks)
+	// The ranks are stuck now: they dump at the node's present time.
+	at := time.Now().Add(nd.job.clockOffset(nd.index))
 	for _, r := range ranks {
-		if err := nd.writeDump(r); err != nil {
+		if err := nd.writeDump(r, at); err != nil {
 			return err
 		}
 	}

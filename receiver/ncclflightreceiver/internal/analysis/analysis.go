@@ -135,7 +135,10 @@ type Options struct {
 	// ordinary jitter never names one. Default 2.
 	StragglerLagFactor float64
 	// StragglerMinCollectives is the fewest scored collectives a straggler
-	// verdict needs. Default 5.
+	// verdict needs. Default 16: a rank that stalls for one step (a
+	// data-loader hiccup: four or five collectives enqueued last) in a short
+	// window, or the first dumps of a job, must not name a straggler; a real
+	// dump every 50-100 steps holds hundreds.
 	StragglerMinCollectives int
 	// StragglerMinRanks is the fewest ranks a straggler verdict needs: with two
 	// ranks one of them is always last. Default 3.
@@ -156,7 +159,7 @@ func DefaultOptions() Options {
 		StragglerMinShare:       0.6,
 		StragglerMinLag:         time.Millisecond,
 		StragglerLagFactor:      2,
-		StragglerMinCollectives: 5,
+		StragglerMinCollectives: 16,
 		StragglerMinRanks:       3,
 		MinStatusGap:            1,
 		StallAfter:              time.Minute,
