@@ -431,12 +431,19 @@ func (j *Job) historyOf(rank int) int32 {
 		return -1
 	}
 	if rank >= len(j.ranks) {
-		grown := make([]rankHistory, rank+1, max(rank+1, min(2*len(j.ranks), j.opts.MaxRanks)))
-		copy(grown, j.ranks)
-		for k := len(j.ranks); k < len(grown); k++ {
-			grown[k].group = -1
+		// Ranks mostly arrive in ascending order: grow the array
+		// geometrically and reslice within its capacity, not a new array
+		// (and a copy of every rank so far) per new rank.
+		n := len(j.ranks)
+		if rank >= cap(j.ranks) {
+			grown := make([]rankHistory, n, max(rank+1, min(2*cap(j.ranks), j.opts.MaxRanks)))
+			copy(grown, j.ranks)
+			j.ranks = grown
 		}
-		j.ranks = grown
+		j.ranks = j.ranks[:rank+1]
+		for k := n; k <= rank; k++ {
+			j.ranks[k] = rankHistory{group: -1}
+		}
 	}
 	j.ranks[rank].seen = true
 	return int32(rank)

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // jobRun is what a Job did over a scenario.
@@ -433,4 +435,23 @@ func TestJobDecideAllocations(t *testing.T) {
 		t.Errorf("Job.Decide: %.0f allocations per step, DecideStep %.0f: the job's scratch is not reused", job, decide)
 	}
 	t.Logf("allocations per step: Job.Decide %.0f, DecideStep %.0f", job, decide)
+}
+
+// A new job's first step at 16,384 ranks (ranks in ascending order, as
+// they arrive) grows the rank histories geometrically: bytes linear in the
+// ranks, not a new array and a copy of every rank so far per new rank
+// (which was 10 GB of copying and kept the 16,384-rank suite from keeping
+// up).
+func TestJobFirstStepGrowsLinearly(t *testing.T) {
+	s := sample16384()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	NewJob(JobOptions{}).Decide(0, s, 0)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	perRank := unsafe.Sizeof(rankHistory{})
+	if limit := uint64(64 * len(s) * int(perRank)); allocated > limit {
+		t.Errorf("first step of a %d-rank job allocated %d bytes, more than %d (64 histories per rank)", len(s), allocated, limit)
+	}
+	t.Logf("first step of %d ranks: %d bytes", len(s), allocated)
 }
