@@ -136,6 +136,16 @@ func (c *correlator) observeFindingRanks(ctx context.Context, job, reporter stri
 		}
 		w := where{job: job, rank: r.Int(), rankKnown: true, host: reporter}
 		c.observeUnder(ent, w, s)
+		if s.Text == semconv.NCCLFindingStraggler {
+			// Whether the rank sends step spans (nccl_straggler opens on
+			// the finding alone only for a rank that does not).
+			e := s
+			e.Signal, e.Text, e.Value = semconv.SignalNCCLFindingStepSpans, "", 0
+			if _, sends := c.ranks[jobRank{job, r.Int()}]; sends {
+				e.Value = 1
+			}
+			c.observeUnder(ent, w, e)
+		}
 		collective := recordCollective
 		for _, k := range [...]struct{ key, signal string }{
 			{semconv.NCCLEvidenceStuckCollective, semconv.SignalNCCLHangCollective},

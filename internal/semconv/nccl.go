@@ -43,4 +43,10 @@ const (
 	// those evidence values: the nccl_hang rule quotes them in the fault.
 	SignalNCCLHangCollective = "nccl.hang.collective"
 	SignalNCCLHangStack      = "nccl.hang.python_stack"
+	// SignalNCCLFindingStepSpans is observed with every flight-recorder
+	// straggler finding under the rank it names: 1 when the gateway has
+	// seen step spans of that rank, else 0 (a flight-recorder-only job).
+	// The correlator knows it from its own map of ranks that sent spans,
+	// so no rank's step durations need be kept to tell.
+	SignalNCCLFindingStepSpans = "nccl.finding.step_spans"
 )

@@ -131,6 +131,7 @@ var ruleSignals = [...]ruleSignal{
 	// finding's evidence, under each culprit rank.
 	{SignalNCCLHangCollective, emitterFaultCorrelator},
 	{SignalNCCLHangStack, emitterFaultCorrelator},
+	{SignalNCCLFindingStepSpans, emitterFaultCorrelator},
 }
 
 // signalEmitters indexes ruleSignals by name.

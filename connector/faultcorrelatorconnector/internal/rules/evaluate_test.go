@@ -138,8 +138,10 @@ func defaultCases() map[string]ruleCase {
 			[][]obs{text("nccl.finding", "hang", 60), text("nccl.finding", "straggler", 60), text("nccl.hang.collective", "pg 0 seq 17", 60)}},
 		// The flight recorder's straggler alone only where the rank sends
 		// no step spans; with them, only when their verdict agrees.
-		"nccl_straggler": {rankR, text("nccl.finding", "straggler", 60),
-			[][]obs{join(text("nccl.finding", "straggler", 60), obsSeries(sigStep, 30, 10, 1, 1, 1)), text("nccl.finding", "hang", 60)}},
+		"nccl_straggler": {rankR, join(text("nccl.finding", "straggler", 60), obsSeries("nccl.finding.step_spans", 60, 1, 0)),
+			[][]obs{join(text("nccl.finding", "straggler", 60), obsSeries("nccl.finding.step_spans", 60, 1, 1)),
+				join(text("nccl.finding", "hang", 60), obsSeries("nccl.finding.step_spans", 60, 1, 0)),
+				text("nccl.finding", "straggler", 60)}},
 		"nccl_straggler_corroborated": {rankR, join(text("nccl.finding", "straggler", 60), text("straggler.verdict", "straggler.compute", 60)),
 			[][]obs{text("nccl.finding", "straggler", 60), join(text("nccl.finding", "straggler", 60), text("straggler.verdict", "none", 60))}},
 		"loss_nan":    {jobJ, obsSeries("training.loss", 0, 30, 2.1, math.NaN()), [][]obs{obsSeries("training.loss", 0, 30, 2.1, 2.0)}},

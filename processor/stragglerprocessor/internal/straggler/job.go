@@ -367,7 +367,7 @@ func (j *Job) Decide(step int64, samples []RankSample, startUnixNano int64) JobD
 		case f == nil && hw && jobWide.Ranks != nil && jobWide.Ranks[i].Flagged && jobWide.Ranks[i].Kind == KindCompute:
 			f = flagOf(jobWide.Flags, samples[i].Rank)
 		}
-		if f == nil && !warming && own >= 1+o.SelfExcess && j.peerCalm(i, pace) {
+		if f == nil && !warming && own >= 1+j.selfExcess(i) && j.peerCalm(i, pace) {
 			f = j.selfFlag(&work[i], &d, i, own)
 		}
 		res.Flagged, res.Kind = f != nil, KindNone
@@ -579,6 +579,27 @@ func (j *Job) indexGroups(work []RankSample) {
 // construction, so its ranks are judged by their own ratios alone (two
 // ranks of a small group slowing together while the job keeps its pace
 // are two stragglers, not a new level).
+// A rank is also judged against its own history: SelfExcess (50 %) over
+// its own baseline while its group's level did not move. By chance a rank
+// with per-step noise (sequence lengths, lognormal sigma 0.15) passes that
+// about once in 200 steps, three times in five steps once in 10^5 windows:
+// nothing in a group of ten, but about two ranks per run across 16,384. So
+// in a group of more than selfHistoryGroup ranks the own-history test asks
+// for twice the rank's level (selfExcessLargeGroup), which is no noise;
+// there the peers are the better reference anyway.
+const (
+	selfHistoryGroup     = 64
+	selfExcessLargeGroup = 1.0
+)
+
+// selfExcess is the excess over its own baseline that flags rank i.
+func (j *Job) selfExcess(i int) float64 {
+	if int(j.groupSize[j.group[i]]) <= selfHistoryGroup {
+		return j.opts.SelfExcess
+	}
+	return max(j.opts.SelfExcess, selfExcessLargeGroup)
+}
+
 func (j *Job) peerCalm(i int, pace float64) bool {
 	if pace <= 0 {
 		return false
