@@ -84,12 +84,19 @@ func TestFlightRecorderStragglerNeedsNoContradiction(t *testing.T) {
 	require.NoError(t, c.ConsumeTraces(ctx, spans(rankSpan{rank: 9, host: "xl007", gpu: "GPU-9", end: t0})))
 	require.NoError(t, c.ConsumeLogs(ctx, findingLogs(semconv.NCCLFindingStraggler, []any{int64(9)}, t0)))
 	require.NoError(t, c.ConsumeLogs(ctx, findingLogs(semconv.NCCLFindingStraggler, []any{int64(10)}, t0)))
+	// Rank 11 sends no step span, only the collective spans the agent's
+	// flight recorder makes of its dumps: a flight-recorder-only rank.
+	require.NoError(t, c.ConsumeTraces(ctx, spans(rankSpan{name: "nccl:all_reduce", rank: 11, host: "xl007", gpu: "GPU-11", end: t0,
+		attrs: map[string]any{"nccl.collective": "all_reduce"}})))
+	require.NoError(t, c.ConsumeLogs(ctx, findingLogs(semconv.NCCLFindingStraggler, []any{int64(11)}, t0)))
 	clock.at = t0.Add(time.Second)
 	require.NoError(t, c.evaluate(ctx))
 	got := byType(faults(t, sink), fault.TypeStragglerCompute)
-	require.Len(t, got, 1, "%v", got)
-	assert.Equal(t, fault.Entity{Kind: fault.EntityRank, Key: testJob + "/10"}, got[0].Entity, "rank 9's step spans say nothing is wrong")
-	assert.Equal(t, "nccl_straggler", got[0].Rule)
+	require.Len(t, got, 2, "%v", got)
+	for _, r := range got {
+		assert.NotEqual(t, testJob+"/9", r.Entity.Key, "rank 9's step spans say nothing is wrong")
+		assert.Equal(t, "nccl_straggler", r.Rule)
+	}
 }
 
 // A missing_ranks finding (no dump times, or ranks not yet stopped) may

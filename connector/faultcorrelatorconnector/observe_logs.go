@@ -141,7 +141,7 @@ func (c *correlator) observeFindingRanks(ctx context.Context, job, reporter stri
 			// the finding alone only for a rank that does not).
 			e := s
 			e.Signal, e.Text, e.Value = semconv.SignalNCCLFindingStepSpans, "", 0
-			if _, sends := c.ranks[jobRank{job, r.Int()}]; sends {
+			if rs, ok := c.ranks[jobRank{job, r.Int()}]; ok && rs.sendsSteps {
 				e.Value = 1
 			}
 			c.observeUnder(ent, w, e)

@@ -107,6 +107,7 @@ func (c *correlator) observeSpan(ctx context.Context, batch rules.Batch, sp ptra
 	base := rules.Sample{At: at, TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 	c.placeAtArrival(&base, now)
 	if rs != nil && name == semconv.SpanTrainStep {
+		rs.sendsSteps = true
 		// The rank's entities as its last step span gave them (the usual
 		// case), kept in rs.
 		rs.entitiesFor(w)

@@ -31,6 +31,10 @@ type rankState struct {
 	// until info changes again it would change nothing.
 	remembered  uint8
 	infoVersion uint64
+	// sendsSteps: a train.step span of the rank arrived (its collective
+	// spans alone, from the flight recorder, do not set it): read for
+	// nccl.finding.step_spans.
+	sendsSteps bool
 }
 
 // rankStateOf returns job's rank's state, created while c.ranks has room.
