@@ -294,6 +294,10 @@ func slowRank3Step(job, victim, victimGPU string, step int, start time.Time) []b
 		res.PutInt("training.rank", int64(rank))
 		res.PutInt("training.local_rank", int64(rank))
 		res.PutInt("training.world_size", 8)
+		// One data-parallel stage: the label says the ranks are peers.
+		// Unlabelled, a rank slow from the job's first step would be taken
+		// as a stage of its own (issue 20) and never a straggler.
+		res.PutInt("training.pp_stage", 0)
 		res.PutInt("process.pid", int64(4000+rank))
 		// Healthy ranks differ a little, as real ones do (the robust
 		// rule scales by their spread).
