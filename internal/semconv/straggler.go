@@ -22,6 +22,10 @@ const (
 	AttrStragglerSlowShare = "straggler.slow_share"
 	// VerdictJobSlowdown is the job-level verdict (fault type job.slowdown).
 	VerdictJobSlowdown = "job.slowdown"
+	// StragglerAttrPrefix starts every attribute the straggler processor
+	// writes on a span besides the step.* summary; it strips them from
+	// every span it receives.
+	StragglerAttrPrefix = "straggler."
 	// StragglerVerdictPrefix starts every verdict value: straggler.compute,
 	// straggler.link, ... (the fault types of internal/fault).
 	StragglerVerdictPrefix = "straggler."

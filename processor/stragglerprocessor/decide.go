@@ -341,9 +341,8 @@ func saturatingAdd(a, b int64) int64 {
 // readStepSpan reads a rank's step span's attributes into a (and the
 // extra signals into x) in one pass (a lookup per attribute walked a rank
 // span's twenty-odd attributes a dozen times), and reports whether the
-// span carries straggler.score or straggler.verdict, which only this
-// processor's decision may set.
-func readStepSpan(a *steprecord.Attrs, x *extraSignals, attrs pcommon.Map) (verdictOrScore bool) {
+// span carries an attribute only this processor may write (ownAttr).
+func readStepSpan(a *steprecord.Attrs, x *extraSignals, attrs pcommon.Map) (forged bool) {
 	for k, v := range attrs.All() {
 		if a.Take(k, v, true) {
 			if strings.HasPrefix(k, healthPrefix) {
@@ -351,11 +350,11 @@ func readStepSpan(a *steprecord.Attrs, x *extraSignals, attrs pcommon.Map) (verd
 			}
 			continue
 		}
-		if k == semconv.AttrStragglerScore || k == semconv.AttrStragglerVerdict {
-			verdictOrScore = true
+		if ownAttr(k) {
+			forged = true
 		}
 	}
-	return verdictOrScore
+	return forged
 }
 
 // healthPrefix starts the GPU health attributes the stepspan processor
@@ -384,10 +383,26 @@ func hardwareTrouble(k string, v pcommon.Value) bool {
 	return ok && n > 0
 }
 
-// removeVerdict drops the straggler score and verdict a span arrived with:
-// only this processor's decision may say who straggles, and downstream
-// reads a verdict from any span naming a rank.
+// removeVerdict drops every attribute this processor writes (straggler.*
+// and the root span's step.* summary) from a span that arrived with it:
+// only this processor's decision may say who straggles or that a job
+// slowed down, and downstream reads them from any span (the correlator a
+// verdict from any span naming a rank and a job verdict from any root
+// span, tail sampling step.slow). A script's train.step.root carrying
+// straggler.job_verdict would otherwise open a job.slowdown for any job id.
 func removeVerdict(attrs pcommon.Map) {
-	attrs.Remove(semconv.AttrStragglerScore)
-	attrs.Remove(semconv.AttrStragglerVerdict)
+	attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return ownAttr(k) })
+}
+
+// ownAttr reports whether k is an attribute this processor writes.
+func ownAttr(k string) bool {
+	return strings.HasPrefix(k, semconv.StragglerAttrPrefix) || stepSummaryAttrs[k]
+}
+
+// stepSummaryAttrs are the step.* attributes of the root span this
+// processor writes.
+var stepSummaryAttrs = map[string]bool{
+	semconv.AttrStepMeanNs: true, semconv.AttrStepMedianNs: true, semconv.AttrStepP99Ns: true,
+	semconv.AttrStepMaxNs: true, semconv.AttrStepSlowestRank: true, semconv.AttrStepRanksReported: true,
+	semconv.AttrStepSlow: true,
 }
