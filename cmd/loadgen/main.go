@@ -123,8 +123,8 @@ func main() {
 // baseManifests are the base deployment's workloads, by the container
 // (gateway, agent) that -mode measures.
 var baseManifests = map[string]string{
-	"gateway": "deploy/kubernetes/base/gateway-statefulset.yaml",
-	"agent":   "deploy/kubernetes/base/agent-daemonset.yaml",
+	"gateway": "deploy/kubernetes/rendered/gateway-statefulset.yaml",
+	"agent":   "deploy/kubernetes/rendered/agent-daemonset.yaml",
 }
 
 // deployedRuntime is the Go runtime settings of container in the manifest

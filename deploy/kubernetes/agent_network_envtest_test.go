@@ -22,8 +22,6 @@ import (
 )
 
 const (
-	// otlpAuthOverlay is production with components/otlp-auth.
-	otlpAuthOverlay = "production-otlp-auth"
 	// otlpTokenSecret holds the agents' OTLP bearer token (key "token").
 	otlpTokenSecret = "otelcol-gpu-otlp-token"
 	// trainingLabel opts a namespace, and a pod in it, in to sending OTLP.
@@ -217,7 +215,7 @@ func matches(t *testing.T, ls *metav1.LabelSelector, set map[string]string) bool
 	return sel.Matches(labels.Set(set))
 }
 
-// checkOTLPAuth: with components/otlp-auth, the agent merges
+// checkOTLPAuth: with agent.otlp.auth.enabled, the agent merges
 // distributions/agent/otlp-auth.yaml last and reads its token from Secret
 // otelcol-gpu-otlp-token, which must exist for the pod to start; without
 // it, neither.
@@ -242,7 +240,7 @@ func checkOTLPAuth(t *testing.T, objs []*unstructured.Unstructured, pod corev1.P
 	want, err := os.ReadFile(filepath.Join(repoRoot, "distributions", "agent", otlpAuthFragment))
 	require.NoError(t, err)
 	assert.Equal(t, string(want), mountedConfigMapFile(t, objs, pod, c, strings.TrimPrefix(authArgs[0], "--config=")),
-		"not distributions/agent/%s (run deploy/kubernetes/sync-configs.sh)", otlpAuthFragment)
+		"not distributions/agent/%s (run deploy/helm/sync.sh)", otlpAuthFragment)
 
 	require.NotNil(t, tokenFile, "OTLP_BEARER_TOKEN_FILE")
 	assert.Nil(t, envVar(c, "OTLP_BEARER_TOKEN"), "the token from a file, not the pod spec")

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,19 +95,17 @@ func mountFor(t *testing.T, pod corev1.PodSpec, c corev1.Container, dir string) 
 // through the state hostPath; the queue is capped in bytes below that file
 // size, compacted, and OTLP requests are capped.
 func TestAgentQueueOnSizeLimitedVolume(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("base", "agent-daemonset.yaml"))
-	require.NoError(t, err)
-	var ds appsv1.DaemonSet
-	require.NoError(t, yaml.UnmarshalStrict(b, &ds))
+	// The chart's defaults, as every values file keeps the queue.
+	objs := helmTemplate(t, scenarioByName(t, defaultScenario))
+	ds := typed[appsv1.DaemonSet](t, objs, "DaemonSet", "otelcol-gpu-agent")
 	pod := ds.Spec.Template.Spec
 	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == "agent" })
 	require.GreaterOrEqual(t, i, 0)
 	agent := pod.Containers[i]
 
-	b, err = os.ReadFile(filepath.Join("base", "agent-config.yaml"))
-	require.NoError(t, err)
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-agent-config")
 	var cfg agentQueueConfig
-	require.NoError(t, yaml.Unmarshal(b, &cfg))
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg))
 	q := cfg.Extensions.Queue
 	sq := cfg.Exporters.Kafka.SendingQueue
 

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,34 +14,8 @@ import (
 // repoRoot is two levels above this package.
 var repoRoot = filepath.Join("..", "..")
 
-// distributionCopies: per distribution, each file of distributions/<name>/
-// that base/ holds a copy of, under base/<name>-<file>.
-var distributionCopies = map[string][]string{
-	"agent":   {"config.yaml", "kafka-tls-sasl.yaml", otlpAuthFragment},
-	"gateway": {"config.yaml", "kafka-tls-sasl.yaml"},
-}
-
 // otlpAuthFragment is distributions/agent/otlp-auth.yaml's file name.
 const otlpAuthFragment = "otlp-auth.yaml"
-
-// TestConfigCopiesMatchDistributions: kustomize cannot read files outside
-// its root, so base/ holds copies of the collector configs and their
-// fragments; a stale copy would deploy an old config.
-func TestConfigCopiesMatchDistributions(t *testing.T) {
-	for name, files := range distributionCopies {
-		for _, file := range files {
-			t.Run(name+"/"+file, func(t *testing.T) {
-				want, err := os.ReadFile(filepath.Join(repoRoot, "distributions", name, file))
-				require.NoError(t, err)
-				got, err := os.ReadFile(filepath.Join("base", name+"-"+file))
-				require.NoError(t, err)
-				if !bytes.Equal(want, got) {
-					t.Fatalf("deploy/kubernetes/base/%s-%s differs from distributions/%s/%s: run deploy/kubernetes/sync-configs.sh", name, file, name, file)
-				}
-			})
-		}
-	}
-}
 
 // collectorConfig is what these tests read of a collector config file.
 type collectorConfig struct {

@@ -1,20 +1,20 @@
 //go:build envtest
 
-// Renders every overlay with the kustomize CLI and dry-runs each object
+// Renders the Helm chart (deploy/helm/otelcol-gpu) with every values file of
+// its ci/ folder through the helm CLI and dry-runs each object
 // (dryRun=All, strict field validation) against a real kube-apiserver and
-// etcd (controller-runtime's envtest). Needs:
+// etcd (controller-runtime's envtest) with the prometheus-operator CRDs
+// (testdata/prometheus-operator-crds); the dev Kafka (dev-kafka) is
+// rendered with the kustomize CLI. Needs:
 //
-//	make envtest-bin
-//	GOBIN=$PWD/.tools/bin go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
-//	go test -tags envtest -run TestEnvtestOverlays -v ./deploy/kubernetes/
+//	make envtest-bin tools
+//	go test -tags envtest -run 'TestEnvtestChart|TestHelmInstall' -v ./deploy/kubernetes/
 package kubernetes
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +34,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -42,6 +41,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	"github.com/otelcol-gpu/otelcol-gpu/deploy/internal/gomemlimit"
 )
@@ -54,7 +54,7 @@ const strimziGroup = "kafka.strimzi.io"
 // $ENVTEST_BIN_DIR), as exporter/remediationexporter's envtest tests do.
 // Missing binaries fail: a skip would let `make platform-test` pass without
 // an API server.
-func startAPIServer(t *testing.T) *rest.Config {
+func startAPIServer(t *testing.T) (*rest.Config, *envtest.Environment) {
 	t.Helper()
 	dir := os.Getenv("ENVTEST_BIN_DIR")
 	if dir == "" {
@@ -69,15 +69,23 @@ func startAPIServer(t *testing.T) *rest.Config {
 	}
 	ctrllog.SetLogger(logr.Discard())
 	useExisting := false
-	env := &envtest.Environment{BinaryAssetsDirectory: dir, UseExistingCluster: &useExisting}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		UseExistingCluster:    &useExisting,
+		// ServiceMonitor and PrometheusRule (the chart's serviceMonitor
+		// and prometheusRule values).
+		CRDDirectoryPaths:     []string{filepath.Join("testdata", "prometheus-operator-crds")},
+		ErrorIfCRDPathMissing: true,
+	}
 	cfg, err := env.Start()
 	require.NoError(t, err, "start kube-apiserver and etcd")
 	t.Cleanup(func() { assert.NoError(t, env.Stop()) })
-	return cfg
+	return cfg, env
 }
 
 // kustomizeBuild renders dir with the kustomize CLI ($KUSTOMIZE, else
-// .tools/bin/kustomize).
+// .tools/bin/kustomize): the dev Kafka (dev-kafka), a variant of the
+// Strimzi example.
 func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	bin := os.Getenv("KUSTOMIZE")
@@ -93,19 +101,7 @@ func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 	out, err := cmd.Output()
 	require.NoError(t, err, "kustomize build %s: %s", dir, stderr.String())
 
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var m map[string]any
-		err := dec.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if m != nil {
-			objs = append(objs, &unstructured.Unstructured{Object: m})
-		}
-	}
+	objs := decodeObjects(t, out)
 	require.NotEmpty(t, objs)
 	return objs
 }
@@ -135,19 +131,36 @@ func (c *apiClient) resource(obj *unstructured.Unstructured) (dynamic.ResourceIn
 	return c.dyn.Resource(m.Resource), nil
 }
 
-// TestEnvtestOverlays: each overlay renders, and the API server accepts
-// every object of it (server-side dry run after the namespaces were
-// created for real); the assertions on what the objects say follow.
-func TestEnvtestOverlays(t *testing.T) {
-	c := newAPIClient(t, startAPIServer(t))
+// TestEnvtestChart: the chart renders with each values file of ci/ (and
+// its defaults), and the API server accepts every object of it (server-side
+// dry run after the namespaces were created for real); the assertions on
+// what the objects say follow. dev is installed with the dev Kafka of
+// dev-kafka beside it.
+func TestEnvtestChart(t *testing.T) {
+	cfg, _ := startAPIServer(t)
+	c := newAPIClient(t, cfg)
 	ctx := context.Background()
-	for _, overlay := range []string{"dev", "production", otlpAuthOverlay} {
+	for _, s := range scenarios {
+		overlay := s.name
 		t.Run(overlay, func(t *testing.T) {
-			objs := kustomizeBuild(t, filepath.Join("overlays", overlay))
+			var extra []string
+			if overlay == defaultScenario {
+				// The Namespace template too (namespace.create).
+				extra = []string{"--set", "namespace.create=true"}
+			}
+			objs := helmTemplate(t, s, extra...)
+			if overlay == devScenario {
+				objs = append(objs, kustomizeBuild(t, "dev-kafka")...)
+			}
 
 			// Namespaces for real: a dry-run namespace does not exist for
-			// the dry runs of the objects inside it.
-			for _, obj := range objs {
+			// the dry runs of the objects inside it. The chart renders its
+			// own only with namespace.create (helm install
+			// --create-namespace makes it otherwise).
+			release := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": releaseNamespace},
+			}}
+			for _, obj := range append([]*unstructured.Unstructured{release}, objs...) {
 				if obj.GetKind() != "Namespace" {
 					continue
 				}
@@ -159,6 +172,7 @@ func TestEnvtestOverlays(t *testing.T) {
 				}
 			}
 			var noCRD []string
+			dryRun := 0
 			for _, obj := range objs {
 				id := obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
 				res, err := c.resource(obj)
@@ -175,44 +189,33 @@ func TestEnvtestOverlays(t *testing.T) {
 					DryRun:          []string{metav1.DryRunAll},
 					FieldValidation: metav1.FieldValidationStrict,
 				})
-				assert.NoError(t, err, "dry run of %s", id)
+				if assert.NoError(t, err, "dry run of %s", id) {
+					dryRun++
+				}
 			}
-			if overlay == "dev" {
+			t.Logf("%s: %d objects rendered, %d dry-run by the API server, %d without a CRD here (Strimzi)", overlay, len(objs), dryRun, len(noCRD))
+			if overlay == devScenario {
 				// The single-node Kafka is part of dev only.
 				assert.ElementsMatch(t, []string{"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaTopic", "KafkaTopic", "KafkaTopic", "KafkaTopic"}, noCRD)
 				checkDevKafka(t, objs)
 			} else {
 				assert.Empty(t, noCRD)
 			}
+			for _, o := range objs {
+				if o.GetKind() != "Namespace" && o.GroupVersionKind().Group != strimziGroup {
+					assert.Equal(t, "otelcol-gpu", o.GetLabels()["app.kubernetes.io/part-of"], "%s %s: label app.kubernetes.io/part-of", o.GetKind(), o.GetName())
+				}
+			}
 			checkAgent(t, objs, overlay)
 			checkGateway(t, objs, overlay)
+			checkMonitoring(t, objs, overlay)
+			if overlay == defaultScenario {
+				ns := typed[corev1.Namespace](t, objs, "Namespace", releaseNamespace)
+				assert.Equal(t, "privileged", ns.Labels["pod-security.kubernetes.io/enforce"], "hostPath volumes and CAP_SYSLOG")
+				assert.Equal(t, "baseline", ns.Labels["pod-security.kubernetes.io/warn"])
+			}
 		})
 	}
-}
-
-// typed finds the one object of kind (and name, when not empty) and
-// converts it to T.
-func typed[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
-	t.Helper()
-	var found []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
-			found = append(found, o)
-		}
-	}
-	require.Len(t, found, 1, "%s %s", kind, name)
-	out := new(T)
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(found[0].Object, out, true))
-	return out
-}
-
-func envVar(c corev1.Container, name string) *corev1.EnvVar {
-	for i := range c.Env {
-		if c.Env[i].Name == name {
-			return &c.Env[i]
-		}
-	}
-	return nil
 }
 
 func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string) {
@@ -220,7 +223,8 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 	pod := ds.Spec.Template.Spec
 	require.Len(t, pod.Containers, 1)
 	agent := pod.Containers[0]
-	assert.Equal(t, "ghcr.io/otelcol-gpu/otelcol-gpu-agent:0.1.0", agent.Image)
+	// The image the chart's appVersion names (VERSION, TestChartVersion).
+	assert.Equal(t, "ghcr.io/otelcol-gpu/otelcol-gpu-agent:"+chartAppVersion(t), agent.Image)
 
 	for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
 		sc := c.SecurityContext
@@ -269,7 +273,13 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 	require.NotNil(t, host)
 	require.NotNil(t, host.ValueFrom)
 	assert.Equal(t, "spec.nodeName", host.ValueFrom.FieldRef.FieldPath)
-	for _, name := range []string{"KAFKA_BROKERS", "DCGM_ENDPOINT"} {
+	endpoints := []string{"KAFKA_BROKERS", "DCGM_ENDPOINT"}
+	if overlay == smallClusterScenario {
+		// No Kafka: the agents send to the central gateway.
+		assert.Nil(t, envVar(agent, "KAFKA_BROKERS"), "small cluster: KAFKA_BROKERS")
+		endpoints = []string{"DCGM_ENDPOINT"}
+	}
+	for _, name := range endpoints {
 		e := envVar(agent, name)
 		if assert.NotNil(t, e, name) && assert.NotNil(t, e.ValueFrom, name) {
 			assert.Equal(t, "otelcol-gpu-endpoints", e.ValueFrom.ConfigMapKeyRef.Name, name)
@@ -287,14 +297,14 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 
 	lim := agent.Resources.Limits[corev1.ResourceMemory]
 	req := agent.Resources.Requests
-	if overlay == "dev" {
+	if !isProduction(overlay) {
 		assert.Equal(t, "256Mi", lim.String())
 		assert.Equal(t, "100m", req.Cpu().String())
 		assert.Equal(t, "128Mi", req.Memory().String())
 	} else {
 		assert.Equal(t, "512Mi", lim.String())
 	}
-	checkConfigVolume(t, objs, pod, "agent")
+	checkConfigVolume(t, objs, ds.Spec.Template, "agent")
 	checkKafkaSecurity(t, objs, pod, agent, "agent", overlay)
 	checkGoRuntime(t, objs, pod, agent)
 	checkAgentOTLPNodeLocal(t, objs, ds)
@@ -326,19 +336,23 @@ func checkProbes(t *testing.T, c corev1.Container, env string) {
 	}
 }
 
-// checkConfigVolume: the pod mounts the generated ConfigMap, whose
-// config.yaml is the distribution's config.
-func checkConfigVolume(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, distribution string) {
+// checkConfigVolume: the pod mounts the chart's config ConfigMap, whose
+// config.yaml is the distribution's config, and a checksum of the configs
+// in its template rolls the pods when they change (kustomize did it with a
+// hash suffix on the ConfigMap's name).
+func checkConfigVolume(t *testing.T, objs []*unstructured.Unstructured, tmpl corev1.PodTemplateSpec, distribution string) {
 	t.Helper()
+	pod := tmpl.Spec
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "config" })
 	require.GreaterOrEqual(t, i, 0)
 	name := pod.Volumes[i].ConfigMap.Name
-	assert.True(t, strings.HasPrefix(name, "otelcol-gpu-"+distribution+"-config-"), "generated name with hash: %s", name)
+	assert.Equal(t, "otelcol-gpu-"+distribution+"-config", name)
+	assert.Regexp(t, `^[0-9a-f]{64}$`, tmpl.Annotations["checksum/config"], "%s: the configs' checksum in the pod template", distribution)
 	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", name)
 	want, err := os.ReadFile(filepath.Join(repoRoot, "distributions", distribution, "config.yaml"))
 	require.NoError(t, err)
 	if cm.Data["config.yaml"] != string(want) {
-		t.Errorf("ConfigMap %s is not distributions/%s/config.yaml: run deploy/kubernetes/sync-configs.sh", name, distribution)
+		t.Errorf("ConfigMap %s is not distributions/%s/config.yaml: run deploy/helm/sync.sh", name, distribution)
 	}
 }
 
@@ -359,7 +373,12 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	typed[corev1.ServiceAccount](t, objs, "ServiceAccount", pod.ServiceAccountName)
 	assert.Equal(t, "otelcol-gpu-gateway", pod.ServiceAccountName, "deploy/rbac's subject")
 
-	for _, name := range []string{"KAFKA_BROKERS", "PROMETHEUS_REMOTE_WRITE_URL", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT"} {
+	endpoints := []string{"KAFKA_BROKERS", "PROMETHEUS_REMOTE_WRITE_URL", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT"}
+	if overlay == smallClusterScenario {
+		assert.Nil(t, envVar(gw, "KAFKA_BROKERS"), "small cluster: KAFKA_BROKERS")
+		endpoints = endpoints[1:]
+	}
+	for _, name := range endpoints {
 		e := envVar(gw, name)
 		if assert.NotNil(t, e, name) && assert.NotNil(t, e.ValueFrom, name) {
 			assert.Equal(t, "otelcol-gpu-endpoints", e.ValueFrom.ConfigMapKeyRef.Name, name)
@@ -374,7 +393,7 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	assert.True(t, pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot)
 	assert.Empty(t, sc.Capabilities.Add)
 	checkProbes(t, gw, "OTELCOL_GPU_HEALTH_ENDPOINT")
-	checkConfigVolume(t, objs, pod, "gateway")
+	checkConfigVolume(t, objs, sts.Spec.Template, "gateway")
 	checkKafkaSecurity(t, objs, pod, gw, "gateway", overlay)
 	checkGoRuntime(t, objs, pod, gw)
 
@@ -386,22 +405,39 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 
 	dryRun := envVar(gw, "REMEDIATION_DRY_RUN")
 	require.NotNil(t, dryRun)
-	if overlay == "dev" {
-		assert.EqualValues(t, 1, *sts.Spec.Replicas)
+	switch overlay {
+	case devScenario, defaultScenario, smallClusterScenario:
+		replicas := 1
+		if overlay == defaultScenario {
+			replicas = 3
+		}
+		assert.EqualValues(t, replicas, *sts.Spec.Replicas)
 		assert.Equal(t, "true", dryRun.Value)
-		assert.Equal(t, []string{"--config=/etc/otelcol-gpu/config.yaml"}, gw.Args)
-	} else {
+		want := []string{"--config=/etc/otelcol-gpu/config.yaml"}
+		if overlay == smallClusterScenario {
+			want = append(want, "--config=/etc/otelcol-gpu/"+smallClusterFragment)
+		}
+		assert.Equal(t, want, gw.Args)
+	default:
 		assert.EqualValues(t, 3, *sts.Spec.Replicas)
 		assert.Equal(t, "false", dryRun.Value)
 		assert.NotEmpty(t, pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "one gateway per node")
 		// The shipped config, the Kubernetes platform's config merged over
-		// it (from the generated ConfigMap), and Kafka TLS/SASL
-		// (checkKafkaSecurity).
+		// it (from the chart's ConfigMap; its content: remediation_test.go),
+		// and Kafka TLS/SASL (checkKafkaSecurity).
 		require.Len(t, gw.Args, 3)
 		assert.Equal(t, "--config=/etc/otelcol-gpu/config.yaml", gw.Args[0])
-		want, err := os.ReadFile(filepath.Join("overlays", "production", "remediation-kubernetes.yaml"))
-		require.NoError(t, err)
-		assert.Equal(t, string(want), mountedConfigMapFile(t, objs, pod, gw, strings.TrimPrefix(gw.Args[1], "--config=")))
+		var fragment struct {
+			Exporters struct {
+				Remediation struct {
+					Kubernetes struct {
+						Enabled bool `json:"enabled"`
+					} `json:"kubernetes"`
+				} `json:"remediation"`
+			} `json:"exporters"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(mountedConfigMapFile(t, objs, pod, gw, strings.TrimPrefix(gw.Args[1], "--config="))), &fragment))
+		assert.True(t, fragment.Exporters.Remediation.Kubernetes.Enabled, "%s: the Kubernetes platform", gw.Args[1])
 		// The audit file outlives the pod: a restarted gateway replays it.
 		audit := envVar(gw, "REMEDIATION_AUDIT_FILE")
 		require.NotNil(t, audit)
@@ -474,12 +510,26 @@ const kafkaTLSSASLFragment = "kafka-tls-sasl.yaml"
 func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, c corev1.Container, distribution, overlay string) {
 	t.Helper()
 	brokers := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-endpoints").Data["KAFKA_BROKERS"]
-	if overlay == "dev" {
+	if overlay == smallClusterScenario {
+		// No Kafka at all.
+		for _, arg := range c.Args {
+			assert.NotContains(t, arg, kafkaTLSSASLFragment, "%s: small cluster has no Kafka", c.Name)
+		}
+		for _, name := range []string{"KAFKA_BROKERS", "KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_SASL_MECHANISM", "KAFKA_TLS_CA_FILE"} {
+			assert.Nil(t, envVar(c, name), "%s: %s in small cluster", c.Name, name)
+		}
+		checkSmallCluster(t, objs, pod, c, distribution)
+		return
+	}
+	if !isProduction(overlay) {
 		for _, arg := range c.Args {
 			assert.NotContains(t, arg, kafkaTLSSASLFragment, "%s: dev Kafka has no authentication", c.Name)
 		}
 		for _, name := range []string{"KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_SASL_MECHANISM", "KAFKA_TLS_CA_FILE"} {
 			assert.Nil(t, envVar(c, name), "%s: %s in dev", c.Name, name)
+		}
+		if overlay != devScenario {
+			return
 		}
 		// The rendered dev Kafka: the bootstrap's listener has no
 		// authentication and no TLS.
@@ -504,7 +554,7 @@ func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod cor
 	want, err := os.ReadFile(filepath.Join(repoRoot, "distributions", distribution, kafkaTLSSASLFragment))
 	require.NoError(t, err)
 	assert.Equal(t, string(want), mountedConfigMapFile(t, objs, pod, c, strings.TrimPrefix(c.Args[i], "--config=")),
-		"%s: not distributions/%s/%s (run deploy/kubernetes/sync-configs.sh)", c.Name, distribution, kafkaTLSSASLFragment)
+		"%s: not distributions/%s/%s (run deploy/helm/sync.sh)", c.Name, distribution, kafkaTLSSASLFragment)
 
 	// The distribution's KafkaUser and the password Strimzi generated for it.
 	users := readStrimziUsers(t)
@@ -547,10 +597,10 @@ func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod cor
 }
 
 // externalSecrets: Secrets the production pods may reference without the
-// overlay rendering them, each documented in deploy/README.md: the
+// chart rendering them, each documented in deploy/README.md: the
 // KafkaUsers' passwords and the Kafka cluster CA, which Strimzi creates in
 // namespace kafka and which are mirrored into otelcol-gpu, the optional
-// remediation webhook, and the agents' OTLP token (components/otlp-auth).
+// remediation webhook, and the agents' OTLP token (agent.otlp.auth).
 func externalSecrets(t *testing.T) []string {
 	t.Helper()
 	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation", otlpTokenSecret}
@@ -599,7 +649,12 @@ func checkSecretsResolvable(t *testing.T, objs []*unstructured.Unstructured, pod
 	}
 }
 
-// checkDevKafka: the dev overlay's Kafka is one node, so every topic has
+// isProduction: the production values, alone or with OTLP auth.
+func isProduction(overlay string) bool {
+	return overlay == productionScenario || overlay == otlpAuthOverlay
+}
+
+// checkDevKafka: the dev Kafka (dev-kafka) is one node, so every topic has
 // one replica (the topics themselves are checked in strimzi_test.go).
 func checkDevKafka(t *testing.T, objs []*unstructured.Unstructured) {
 	for _, o := range objs {

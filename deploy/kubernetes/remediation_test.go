@@ -1,29 +1,34 @@
 package kubernetes
 
 import (
-	"os"
-	"path/filepath"
+	"os/exec"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter"
 )
 
-// TestProductionRemediationConfig loads the production overlay's config
-// fragment the way the collector merges it into the remediation exporter's
-// config, validates it, and checks that its Lease and breaker ConfigMap are
-// where deploy/rbac's Role lets the gateway write them.
+// TestProductionRemediationConfig loads the production values' remediation
+// config fragment (the chart's ConfigMap otelcol-gpu-gateway-remediation)
+// the way the collector merges it into the remediation exporter's config,
+// validates it, and checks that its Lease and breaker ConfigMap are where
+// the chart's Role (deploy/rbac/role.yaml) lets the gateway write them.
 func TestProductionRemediationConfig(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("overlays", "production", "remediation-kubernetes.yaml"))
-	require.NoError(t, err)
+	objs := helmTemplate(t, scenarioByName(t, productionScenario))
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-gateway-remediation")
+	b, ok := cm.Data["remediation-kubernetes.yaml"]
+	require.True(t, ok, "ConfigMap %s has no remediation-kubernetes.yaml", cm.Name)
 	var raw map[string]any
-	require.NoError(t, yaml.Unmarshal(b, &raw))
+	require.NoError(t, yaml.Unmarshal([]byte(b), &raw))
 	sub, err := confmap.NewFromStringMap(raw).Sub("exporters::remediation")
 	require.NoError(t, err)
 
@@ -31,13 +36,16 @@ func TestProductionRemediationConfig(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, sub.Unmarshal(cfg))
 	require.NoError(t, cfg.Validate())
-	assert.True(t, cfg.Kubernetes.Enabled, "the production overlay acts through Kubernetes")
+	assert.True(t, cfg.Kubernetes.Enabled, "the production values act through Kubernetes")
 	assert.Empty(t, cfg.Kubernetes.Kubeconfig, "in-cluster service account")
 
-	b, err = os.ReadFile(filepath.Join(repoRoot, "deploy", "rbac", "role.yaml"))
-	require.NoError(t, err)
-	var role rbacv1.Role
-	require.NoError(t, yaml.UnmarshalStrict(b, &role))
+	role := typed[rbacv1.Role](t, objs, "Role", "otelcol-gpu-remediation")
+	binding := typed[rbacv1.RoleBinding](t, objs, "RoleBinding", "otelcol-gpu-remediation")
+	assert.Equal(t, role.Name, binding.RoleRef.Name)
+	sts := typed[appsv1.StatefulSet](t, objs, "StatefulSet", "otelcol-gpu-gateway")
+	assert.True(t, slices.ContainsFunc(binding.Subjects, func(s rbacv1.Subject) bool {
+		return s.Kind == "ServiceAccount" && s.Name == sts.Spec.Template.Spec.ServiceAccountName && s.Namespace == sts.Namespace
+	}), "the Role is bound to the gateway's service account")
 	assert.Equal(t, role.Namespace, cfg.Kubernetes.Lease.Namespace, "lease namespace")
 	assert.Equal(t, role.Namespace, cfg.Kubernetes.Breaker.Namespace, "breaker namespace")
 	assert.True(t, grants(role.Rules, "coordination.k8s.io", "leases", "get", "create", "update"), "Role must allow the Lease")
@@ -62,4 +70,62 @@ func grants(rules []rbacv1.PolicyRule, group, resource string, verbs ...string) 
 		}
 	}
 	return false
+}
+
+// remediationFragment renders the chart with args and loads the
+// remediation ConfigMap's file as the exporter would merge it.
+func remediationFragment(t *testing.T, file string, args ...string) (*remediationexporter.Config, []*unstructured.Unstructured) {
+	t.Helper()
+	objs := helmTemplate(t, scenarioByName(t, defaultScenario), args...)
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-gateway-remediation")
+	b, ok := cm.Data[file]
+	require.True(t, ok, "ConfigMap %s has no %s", cm.Name, file)
+	var raw map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(b), &raw))
+	sub, err := confmap.NewFromStringMap(raw).Sub("exporters::remediation")
+	require.NoError(t, err)
+	cfg, ok := remediationexporter.NewFactory().CreateDefaultConfig().(*remediationexporter.Config)
+	require.True(t, ok)
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, cfg.Validate())
+	sts := typed[appsv1.StatefulSet](t, objs, "StatefulSet", "otelcol-gpu-gateway")
+	assert.Contains(t, sts.Spec.Template.Spec.Containers[0].Args, "--config=/etc/otelcol-gpu-remediation/"+file)
+	return cfg, objs
+}
+
+// TestSlurmRemediationValues: remediation.platform slurm merges a Slurm
+// section that the exporter accepts, with slurmrestd's token from a Secret.
+func TestSlurmRemediationValues(t *testing.T) {
+	cfg, objs := remediationFragment(t, "remediation-slurm.yaml",
+		"--set", "remediation.platform=slurm", "--set", "remediation.slurm.restURL=https://slurmrestd.slurm.svc:6820")
+	assert.True(t, cfg.Slurm.Enabled)
+	assert.False(t, cfg.Kubernetes.Enabled)
+	assert.Equal(t, "https://slurmrestd.slurm.svc:6820", cfg.Slurm.Slurmrestd.URL)
+	gw := typed[appsv1.StatefulSet](t, objs, "StatefulSet", "otelcol-gpu-gateway").Spec.Template.Spec.Containers[0]
+	jwt := envVar(gw, "SLURM_JWT")
+	if assert.NotNil(t, jwt, "SLURM_JWT") && assert.NotNil(t, jwt.ValueFrom) {
+		assert.Equal(t, "otelcol-gpu-slurm-jwt", jwt.ValueFrom.SecretKeyRef.Name)
+	}
+
+	// Without slurmrestd's URL the chart refuses to render.
+	cmd := exec.Command(helmBin(t), "template", releaseName, chartDir, "--set", "remediation.platform=slurm")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "remediation.slurm.restURL")
+}
+
+// TestEvictionValues: eviction turns on the exporter's evict action and
+// binds deploy/rbac/eviction's ClusterRole, which only then exists.
+func TestEvictionValues(t *testing.T) {
+	cfg, objs := remediationFragment(t, "remediation-kubernetes.yaml",
+		"--set", "remediation.platform=kubernetes", "--set", "remediation.kubernetes.evict=true")
+	assert.True(t, cfg.Kubernetes.Evict)
+	role := typed[rbacv1.ClusterRole](t, objs, "ClusterRole", "otelcol-gpu-remediation-eviction")
+	assert.True(t, grants(role.Rules, "", "pods/eviction", "create"))
+	binding := typed[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "otelcol-gpu-remediation-eviction")
+	assert.Equal(t, releaseNamespace, binding.Subjects[0].Namespace)
+
+	for _, o := range helmTemplate(t, scenarioByName(t, productionScenario)) {
+		assert.NotEqual(t, "otelcol-gpu-remediation-eviction", o.GetName(), "%s: eviction is off unless asked for", o.GetKind())
+	}
 }

@@ -292,7 +292,7 @@ func TestStrimziTopicsMatchCollectorConfigs(t *testing.T) {
 	assert.EqualValues(t, false, kafka.Spec.Kafka.Config["auto.create.topics.enable"])
 }
 
-// TestStrimziTLSListener: overlays/production talks to the example Kafka
+// TestStrimziTLSListener: the chart's production values talk to the example Kafka
 // over TLS with SCRAM-SHA-512, as the users authenticate; the User
 // Operator (which by default watches the Kafka's namespace only) must see
 // the users, so they live next to the Kafka.
@@ -419,12 +419,10 @@ func TestStrimziUsersACLs(t *testing.T) {
 	}
 }
 
+// baseGatewayReplicas is the chart's default number of gateways.
 func baseGatewayReplicas(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("base", "gateway-statefulset.yaml"))
-	require.NoError(t, err)
-	var sts appsv1.StatefulSet
-	require.NoError(t, yaml.UnmarshalStrict(b, &sts))
+	sts := typed[appsv1.StatefulSet](t, helmTemplate(t, scenarioByName(t, defaultScenario)), "StatefulSet", "otelcol-gpu-gateway")
 	require.NotNil(t, sts.Spec.Replicas)
 	return int(*sts.Spec.Replicas)
 }

@@ -36,7 +36,8 @@ const maxPickleBytes = 8 << 20
 // whole by the receiver, reaches otlp_spans as its last 4096 spans.
 const stepspanKeptPerRank = 4096
 
-// agentRuntime is what deploy/kubernetes/base/agent-daemonset.yaml gives
+// agentRuntime is what deploy/kubernetes/rendered/agent-daemonset.yaml (the
+// Helm chart's default agent DaemonSet) gives
 // the agent container: its memory limit and the Go runtime's settings.
 type agentRuntime struct {
 	memoryLimit int64  // resources.limits.memory, bytes
@@ -59,7 +60,7 @@ func TestDumpMemory(t *testing.T) {
 	root := repoRoot(t)
 	agentBin := binary(t, "otelcol-gpu-agent")
 	brokerBin := buildBroker(t)
-	rt := daemonSetAgentRuntime(t, filepath.Join(root, "deploy", "kubernetes", "base", "agent-daemonset.yaml"))
+	rt := daemonSetAgentRuntime(t, filepath.Join(root, "deploy", "kubernetes", "rendered", "agent-daemonset.yaml"))
 	t.Logf("DaemonSet: memory limit %d MiB, GOMEMLIMIT=%s, GOMAXPROCS=%d", rt.memoryLimit>>20, rt.goMemLimit, rt.goMaxProcs)
 
 	brokerAddr := freeAddr(t)

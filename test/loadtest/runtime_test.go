@@ -12,14 +12,14 @@ import (
 // The harness runs the gateway as the base deployment does: one core's
 // GOMAXPROCS (from its CPU request of 1), its GOGC and GOMEMLIMIT.
 func TestDeployedRuntimeOfTheBaseGateway(t *testing.T) {
-	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "base", "gateway-statefulset.yaml"), "gateway")
+	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "rendered", "gateway-statefulset.yaml"), "gateway")
 	require.NoError(t, err)
 	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOGC=200", "GOMEMLIMIT=4400MiB"}, env)
 }
 
 // And the agent as the base DaemonSet does.
 func TestDeployedRuntimeOfTheBaseAgent(t *testing.T) {
-	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "base", "agent-daemonset.yaml"), "agent")
+	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "rendered", "agent-daemonset.yaml"), "agent")
 	require.NoError(t, err)
 	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOMEMLIMIT=140MiB"}, env)
 }

@@ -1,0 +1,113 @@
+{{/*
+Labels on every object's metadata (never in selectors, which must not
+change between chart versions).
+*/}}
+{{- define "otelcol-gpu.labels" -}}
+app.kubernetes.io/part-of: otelcol-gpu
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "otelcol-gpu.image" -}}
+{{ .image.repository }}:{{ .image.tag | default .chart.AppVersion }}
+{{- end }}
+
+{{/* The endpoints ConfigMap's data, also hashed into the pod templates. */}}
+{{- define "otelcol-gpu.endpoints" -}}
+KAFKA_BROKERS: {{ .Values.endpoints.kafkaBrokers | quote }}
+DCGM_ENDPOINT: {{ .Values.dcgm.endpoint | quote }}
+PROMETHEUS_REMOTE_WRITE_URL: {{ .Values.endpoints.prometheusRemoteWriteURL | quote }}
+LOKI_OTLP_ENDPOINT: {{ .Values.endpoints.lokiOTLPEndpoint | quote }}
+TEMPO_OTLP_ENDPOINT: {{ .Values.endpoints.tempoOTLPEndpoint | quote }}
+TEMPO_INSECURE: {{ .Values.endpoints.tempoInsecure | toString | quote }}
+{{- end }}
+
+{{/* An env var from the endpoints ConfigMap. */}}
+{{- define "otelcol-gpu.endpointEnv" -}}
+- name: {{ . }}
+  valueFrom:
+    configMapKeyRef: {name: otelcol-gpu-endpoints, key: {{ . }}}
+{{- end }}
+
+{{/* Kafka over TLS and SASL: the env of distribution .who (agent, gateway). */}}
+{{- define "otelcol-gpu.kafkaSecurityEnv" -}}
+{{- $sasl := index .Values.kafka.sasl .who -}}
+- name: KAFKA_SASL_USERNAME
+  value: {{ $sasl.username | quote }}
+- name: KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ $sasl.passwordSecret.name }}, key: {{ $sasl.passwordSecret.key }}}
+- name: KAFKA_SASL_MECHANISM
+  value: {{ .Values.kafka.sasl.mechanism | quote }}
+{{- if .Values.kafka.tls.caSecret.name }}
+- name: KAFKA_TLS_CA_FILE
+  value: /etc/otelcol-gpu-kafka-ca/ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "otelcol-gpu.kafkaCAVolume" -}}
+{{- if .Values.kafka.tls.caSecret.name }}
+# The brokers' CA (Strimzi's cluster CA certificate, mirrored).
+- name: kafka-cluster-ca
+  secret:
+    secretName: {{ .Values.kafka.tls.caSecret.name }}
+    items:
+      - {key: {{ .Values.kafka.tls.caSecret.key }}, path: ca.crt}
+{{- end }}
+{{- end }}
+
+{{- define "otelcol-gpu.kafkaTLSSASL" -}}
+{{- and (not .Values.smallCluster.enabled) (eq .Values.kafka.security "tls-sasl") -}}
+{{- end }}
+
+{{/*
+Small cluster (smallCluster.enabled): the agents' OTLP exporter to the
+central gateway (distributions/agent/small-cluster.yaml), over TLS with a
+bearer token, both from Secrets mounted as directories (rotations reach the
+running collectors).
+*/}}
+{{- define "otelcol-gpu.smallClusterAgentEnv" -}}
+# The central gateway's OTLP Service, its CA and the agents' token.
+- name: OTELCOL_GPU_CENTRAL_ENDPOINT
+  value: otelcol-gpu-central.{{ .Release.Namespace }}.svc:4317
+- name: OTELCOL_GPU_CENTRAL_CA_FILE
+  value: /etc/otelcol-gpu-central-tls/ca.crt
+- name: OTELCOL_GPU_CENTRAL_TOKEN_FILE
+  value: /etc/otelcol-gpu-central-token/token
+{{- end }}
+{{- define "otelcol-gpu.smallClusterGatewayEnv" -}}
+# The central's certificate and key, and the token(s) the agents present.
+- name: OTELCOL_GPU_CENTRAL_TLS_CERT_FILE
+  value: /etc/otelcol-gpu-central-tls/tls.crt
+- name: OTELCOL_GPU_CENTRAL_TLS_KEY_FILE
+  value: /etc/otelcol-gpu-central-tls/tls.key
+- name: OTELCOL_GPU_AGENT_TOKENS_FILE
+  value: /etc/otelcol-gpu-central-token/token
+{{- end }}
+{{- define "otelcol-gpu.smallClusterMounts" -}}
+- {name: central-tls, mountPath: /etc/otelcol-gpu-central-tls, readOnly: true}
+- {name: central-token, mountPath: /etc/otelcol-gpu-central-token, readOnly: true}
+{{- end }}
+{{/* .who: agent (the CA only) or gateway (certificate and key). */}}
+{{- define "otelcol-gpu.smallClusterVolumes" -}}
+- name: central-tls
+  secret:
+    secretName: {{ .Values.smallCluster.tlsSecret }}
+    items:
+      {{- if eq .who "agent" }}
+      - {key: ca.crt, path: ca.crt}
+      {{- else }}
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+      {{- end }}
+- name: central-token
+  secret:
+    secretName: {{ .Values.smallCluster.tokenSecret.name }}
+    items:
+      - {key: {{ .Values.smallCluster.tokenSecret.key }}, path: token}
+{{- end }}
