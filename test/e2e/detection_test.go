@@ -22,7 +22,8 @@ import (
 // The detection suite end to end: the testbed's simulated nodes (dcgm-
 // exporter pages, sysfs trees, flight-recorder dumps, step spans) read by
 // one real agent binary per node, Kafka between them and the real gateway
-// binary, and the fault records read back from the gpu_faults topic. Jobs
+// binary, and the fault records read back from the gpu_faults topic (and
+// found again in VictoriaLogs, the log backend in Loki's place). Jobs
 // are 16 ranks (2 nodes) here so that six agents fit on a CI machine: a
 // compute straggler, an NVLink degradation and a healthy job.
 func TestDetectionThroughTheBinaries(t *testing.T) {
@@ -49,12 +50,13 @@ func TestDetectionThroughTheBinaries(t *testing.T) {
 		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3")
 	all := []*process{broker, prom.proc}
 
-	loki := newLogSink(t) // Loki's OTLP endpoint: accepts and drops
+	logs := startVictoriaLogs(t) // in Loki's place (docs/backends.md)
+	all = append(all, logs.proc)
 	gwHealth := freeAddr(t)
 	gateway := startProcess(t, "gateway", []string{
 		"KAFKA_BROKERS=" + brokerAddr,
 		"PROMETHEUS_REMOTE_WRITE_URL=" + prom.writeURL(),
-		"LOKI_OTLP_ENDPOINT=" + loki,
+		"LOKI_OTLP_ENDPOINT=" + logs.otlpEndpoint(),
 		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
 		"STRAGGLER_DECISION_WAIT=1500ms",
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
@@ -107,6 +109,7 @@ func TestDetectionThroughTheBinaries(t *testing.T) {
 	if len(rep.Unattributed) > 0 {
 		t.Errorf("records naming no simulated node: %v", rep.Unattributed)
 	}
+	faultsInLogBackend(t, logs, records, all...)
 	if t.Failed() {
 		for _, p := range all {
 			p.dumpLog(t, 30)
