@@ -215,7 +215,7 @@ func (c *Connection) connect(ctx context.Context) (uint64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("dcgmreceiver: dcgm: connecting to %s: %w", c.key, err)
+		return 0, fmt.Errorf("dcgmreceiver: dcgm: connecting to %s: %w%s", c.key, err, libraryHint(err))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -349,4 +349,15 @@ func (c *Connection) finishClose(cleanup func()) {
 	}
 	c.mu.Unlock()
 	cs.mu.Unlock()
+}
+
+// libraryHint says how to provide DCGM's client library when go-dcgm could
+// not load it: the agent needs libdcgm.so.4 even to talk to a standalone
+// nv-hostengine, and the operator reading the warning needs the ways out.
+func libraryHint(err error) string {
+	if !strings.Contains(err.Error(), "libdcgm") {
+		return ""
+	}
+	return " (provide DCGM's client library: run the agent on NVIDIA's DCGM image, or mount the host's libdcgm.so.4 at" +
+		" /usr/local/lib/dcgm, deploy/container/README.md; or read the GPUs without DCGM: GPU_SOURCE=nvml or exporter)"
 }

@@ -23,6 +23,8 @@ func TestLibraryMissingStopsAtInit(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "libdcgm.so.4 not found")
 	assert.Contains(t, err.Error(), "dcgmreceiver: dcgm:")
+	assert.Contains(t, err.Error(), "NVIDIA's DCGM image", "the one warning says how to provide the library")
+	assert.Contains(t, err.Error(), "GPU_SOURCE=nvml")
 
 	// Retrying at once is cheap: the back-off answers without calling Init.
 	require.Error(t, s.Start(ctx, nil))
