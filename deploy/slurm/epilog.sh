@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # otelcol-gpu Slurm Epilog: removes the finished job's flight-recorder dumps
 # and NCCL inspector files from this node once the agent has read them.
-# slurm.conf:  Epilog=/etc/otelcol-gpu/slurm/epilog.sh
+# slurm.conf:  Epilog=/usr/lib/otelcol-gpu/slurm/epilog.sh (the agent package)
 #
 # Runs as root on each node of the job after it ends. It always exits 0: a
 # failing Epilog drains the node.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # otelcol-gpu Slurm TaskProlog: sets each task's environment so that the
 # training job feeds the node's otelcol-gpu agent (deploy/README.md, "Slurm").
-# slurm.conf:  TaskProlog=/etc/otelcol-gpu/slurm/prolog.sh
+# slurm.conf:  TaskProlog=/usr/lib/otelcol-gpu/slurm/prolog.sh (the agent package)
 #
 # Slurm runs it as the job's user before every task and applies the
 # `export NAME=value` lines it prints. A variable the job set itself is

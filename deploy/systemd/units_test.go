@@ -72,7 +72,10 @@ func TestUnitsHardened(t *testing.T) {
 			assert.Equal(t, "65536", svc("LimitNOFILE"))
 			assert.Equal(t, "yes", svc("NoNewPrivileges"))
 			assert.Equal(t, "otelcol-gpu", svc("User"), "never root")
-			assert.True(t, strings.HasPrefix(svc("ExecStart"), "/usr/local/bin/"+strings.TrimSuffix(name, ".service")+" --config=/etc/otelcol-gpu/"))
+			// /usr/bin: where the packages put the binary (packaging/).
+			assert.True(t, strings.HasPrefix(svc("ExecStart"), "/usr/bin/"+strings.TrimSuffix(name, ".service")+" --config=/etc/otelcol-gpu/"), svc("ExecStart"))
+			// Extra --config fragments from the environment file, zero or more words.
+			assert.True(t, strings.HasSuffix(svc("ExecStart"), " $OTELCOL_GPU_EXTRA_ARGS"), svc("ExecStart"))
 			assert.Equal(t, "multi-user.target", u.get("Install", "WantedBy"))
 			if name == "otelcol-gpu-agent.service" {
 				// kmsg needs CAP_SYSLOG under dmesg_restrict, nothing else does.
@@ -153,7 +156,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
 		b, err := os.ReadFile(name)
 		require.NoError(t, err)
-		b = bytes.ReplaceAll(b, []byte("/usr/local/bin/"), []byte(dir+"/"))
+		b = bytes.ReplaceAll(b, []byte("/usr/bin/"), []byte(dir+"/"))
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, b, 0o644))
 		paths = append(paths, path)
