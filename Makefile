@@ -7,6 +7,23 @@ SHELL := /bin/bash
 
 GO        ?= go
 TOOLS_BIN := $(CURDIR)/.tools/bin
+
+# What a build says it is: the release in VERSION and the commit it was built
+# from (12 hex digits, -dirty when tracked files differ from it). Outside a
+# git checkout (a source tarball, a container build context) COMMIT comes
+# from the environment or the command line, else "unknown". mk/*.mk (images,
+# packages, releases) use both; the binaries carry $(BUILD_VERSION) in
+# --version and in their telemetry's service.version.
+VERSION := $(shell cat $(CURDIR)/VERSION)
+ifneq ($(wildcard $(CURDIR)/.git),)
+COMMIT := $(shell git -C $(CURDIR) rev-parse --short=12 HEAD 2>/dev/null)$(shell git -C $(CURDIR) diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+endif
+COMMIT ?= unknown
+ifeq ($(COMMIT),)
+COMMIT := unknown
+endif
+# Semantic versioning's build metadata: 0.2.0+0123456789ab.
+BUILD_VERSION := $(VERSION)+$(COMMIT)
 OCB_VERSION         := v0.165.0
 STATICCHECK_VERSION := v0.8.2
 # v5.8.3 needs Go 1.27.
@@ -28,6 +45,12 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 GO_SOURCES := $(shell find receiver processor exporter connector extension internal -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
 BINARIES := bin/otelcol-gpu bin/otelcol-gpu-agent bin/otelcol-gpu-gateway
+
+# Each concern beyond build and test keeps its targets in its own file
+# (mk/*.mk: images, release, Helm chart, test backends); a file adds the Go
+# tools it needs to EXTRA_TOOLS, which make tools installs.
+EXTRA_TOOLS :=
+include $(wildcard mk/*.mk)
 # Debian packages the tests use, as command:package.
 TEST_DEPS := python3:python3 prometheus:prometheus kcat:kcat slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client slurmrestd:slurmrestd
 
@@ -35,7 +58,7 @@ TEST_DEPS := python3:python3 prometheus:prometheus kcat:kcat slurmctld:slurmctld
 
 build: $(BINARIES)
 
-tools: $(OCB) $(STATICCHECK) $(KUSTOMIZE)
+tools: $(OCB) $(STATICCHECK) $(KUSTOMIZE) $(EXTRA_TOOLS)
 
 $(OCB):
 	GOBIN=$(TOOLS_BIN) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
@@ -47,20 +70,34 @@ $(KUSTOMIZE):
 	GOBIN=$(TOOLS_BIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 # ocb generates a module under _build/<name> (replace => this repo) and
-# compiles it; the Go build cache is shared by the three builds.
+# compiles it; the Go build cache is shared by the three builds. ocb writes
+# dist.version into the generated main.go as a constant, so each build runs
+# ocb on a copy of its manifest (_build/<name>.manifest.yaml) whose
+# dist.version is $(BUILD_VERSION). ocb builds with -trimpath and
+# -ldflags='-s -w' and the generated module names this repo by a relative
+# path: the same commit gives the same bytes in any directory.
 define ocb_build
 	@mkdir -p _build bin
-	$(OCB) --config $(1)
+	awk -v v='$(BUILD_VERSION)' '/^[^ #]/ { d = /^dist:/ } d && /^  version:/ { print "  version: " v; n++; next } { print } END { if (n != 1) { print "$(1): no dist.version to stamp" > "/dev/stderr"; exit 1 } }' $(1) > _build/$(notdir $(2)).manifest.yaml
+	$(OCB) --config _build/$(notdir $(2)).manifest.yaml
 	install -m 0755 $(2) $@
 endef
 
-bin/otelcol-gpu: builder-config.yaml $(GO_SOURCES) | $(OCB)
+# Rewritten only when VERSION or COMMIT changes, so a new commit restamps
+# the binaries and an unchanged one leaves them alone.
+_build/build-version: build-version-check
+	@mkdir -p _build
+	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' > $@
+.PHONY: build-version-check
+build-version-check:
+
+bin/otelcol-gpu: builder-config.yaml _build/build-version $(GO_SOURCES) | $(OCB)
 	$(call ocb_build,builder-config.yaml,_build/otelcol-gpu/otelcol-gpu)
 
-bin/otelcol-gpu-agent: distributions/agent/manifest.yaml $(GO_SOURCES) | $(OCB)
+bin/otelcol-gpu-agent: distributions/agent/manifest.yaml _build/build-version $(GO_SOURCES) | $(OCB)
 	$(call ocb_build,distributions/agent/manifest.yaml,_build/agent/otelcol-gpu-agent)
 
-bin/otelcol-gpu-gateway: distributions/gateway/manifest.yaml $(GO_SOURCES) | $(OCB)
+bin/otelcol-gpu-gateway: distributions/gateway/manifest.yaml _build/build-version $(GO_SOURCES) | $(OCB)
 	$(call ocb_build,distributions/gateway/manifest.yaml,_build/gateway/otelcol-gpu-gateway)
 
 # The all-in-one binary on data shipped in the repo, printing what it
