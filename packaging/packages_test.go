@@ -240,9 +240,7 @@ func TestDebs(t *testing.T) {
 	need(t, "systemd-sysusers", "systemd")
 	need(t, "systemd-tmpfiles", "systemd")
 	need(t, "systemctl", "systemd")
-	nfpm := filepath.Join("..", ".tools", "bin", "nfpm")
-	_, err := os.Stat(nfpm)
-	require.NoError(t, err, "%s is missing: make tools installs it", nfpm)
+	nfpm := nfpmBin(t)
 
 	for _, s := range specs {
 		t.Run(s.name, func(t *testing.T) {
@@ -386,9 +384,7 @@ func TestRPMs(t *testing.T) {
 	r := getRelease(t)
 	rpm := need(t, "rpm", "rpm")
 	need(t, "systemd-analyze", "systemd")
-	nfpm := filepath.Join("..", ".tools", "bin", "nfpm")
-	_, err := os.Stat(nfpm)
-	require.NoError(t, err, "%s is missing: make tools installs it", nfpm)
+	nfpm := nfpmBin(t)
 
 	for _, s := range specs {
 		t.Run(s.name, func(t *testing.T) {
@@ -800,4 +796,13 @@ func checkSBOM(t *testing.T, r release, s spec) {
 	delete(linked, "github.com/otelcol-gpu/otelcol-gpu") // v0.0.0 => ../.. in the binary
 	delete(components, "github.com/otelcol-gpu/otelcol-gpu")
 	assert.Equal(t, linked, components, "the SBOM's components differ from the modules in the released %s", s.name)
+}
+
+// nfpmBin is the pinned nfpm the packages are built with (.tools/bin).
+func nfpmBin(t *testing.T) string {
+	t.Helper()
+	nfpm := filepath.Join("..", ".tools", "bin", "nfpm")
+	_, err := os.Stat(nfpm)
+	require.NoError(t, err, "%s is missing: make tools installs it", nfpm)
+	return nfpm
 }

@@ -115,18 +115,7 @@ type peer struct {
 func checkAgentNetworkPolicy(t *testing.T, objs []*unstructured.Unstructured, ds *appsv1.DaemonSet) {
 	t.Helper()
 	agent := ds.Spec.Template.Spec.Containers[0]
-	var policies []*networkingv1.NetworkPolicy
-	for _, o := range objs {
-		if o.GetKind() != "NetworkPolicy" || o.GetNamespace() != ds.Namespace {
-			continue
-		}
-		np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", o.GetName())
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-		require.NoError(t, err)
-		if sel.Matches(labels.Set(ds.Spec.Template.Labels)) && slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-			policies = append(policies, np)
-		}
-	}
+	policies := ingressPolicies(t, objs, ds.Namespace, ds.Spec.Template.Labels)
 	require.NotEmpty(t, policies, "no NetworkPolicy isolates the agents for ingress")
 
 	ns := func(name string, extra map[string]string) map[string]string {
@@ -158,6 +147,25 @@ func checkAgentNetworkPolicy(t *testing.T, objs []*unstructured.Unstructured, ds
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), trainingLabel, "deploy/README.md must say how to label training namespaces and pods")
+}
+
+// ingressPolicies are the NetworkPolicies of namespace that select pods
+// with podLabels for ingress.
+func ingressPolicies(t *testing.T, objs []*unstructured.Unstructured, namespace string, podLabels map[string]string) []*networkingv1.NetworkPolicy {
+	t.Helper()
+	var policies []*networkingv1.NetworkPolicy
+	for _, o := range objs {
+		if o.GetKind() != "NetworkPolicy" || o.GetNamespace() != namespace {
+			continue
+		}
+		np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", o.GetName())
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		require.NoError(t, err)
+		if sel.Matches(labels.Set(podLabels)) && slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			policies = append(policies, np)
+		}
+	}
+	return policies
 }
 
 // admits evaluates NetworkPolicy ingress as the API defines it: a

@@ -9,9 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestCentralNetworkPolicy: in the small-cluster mode the central's OTLP
@@ -23,18 +20,7 @@ func TestCentralNetworkPolicy(t *testing.T) {
 	objs := helmTemplate(t, scenarioByName(t, smallClusterScenario))
 	sts := typed[appsv1.StatefulSet](t, objs, "StatefulSet", "otelcol-gpu-gateway")
 	gateway := sts.Spec.Template.Spec.Containers[0]
-	var policies []*networkingv1.NetworkPolicy
-	for _, o := range objs {
-		if o.GetKind() != "NetworkPolicy" {
-			continue
-		}
-		np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", o.GetName())
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-		require.NoError(t, err)
-		if sel.Matches(labels.Set(sts.Spec.Template.Labels)) && slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-			policies = append(policies, np)
-		}
-	}
+	policies := ingressPolicies(t, objs, sts.Namespace, sts.Spec.Template.Labels)
 	require.NotEmpty(t, policies, "no NetworkPolicy isolates the central for ingress")
 
 	own := map[string]string{"kubernetes.io/metadata.name": releaseNamespace}

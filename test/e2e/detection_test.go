@@ -33,16 +33,7 @@ func TestDetectionThroughTheBinaries(t *testing.T) {
 	brokerBin := buildBroker(t)
 	prom := startPrometheus(t)
 
-	opts := testbed.DefaultOptions()
-	opts.Ranks = 16
-	opts.Scenarios = []string{"compute_straggler", "nvlink_degradation", "healthy"}
-	opts.Logger = zaptest.NewLogger(t)
-	cluster, err := testbed.NewCluster(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	t.Logf("seed %d", cluster.Seed())
+	cluster := newDetectionCluster(t)
 
 	brokerAddr := freeAddr(t)
 	broker := startProcess(t, "kfakebroker", nil, brokerBin,
@@ -177,4 +168,22 @@ func (fc *faultConsumer) snapshot() ([]fault.Record, []time.Time) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	return append([]fault.Record(nil), fc.records...), append([]time.Time(nil), fc.arrivals...)
+}
+
+// newDetectionCluster is the detection tests' simulated cluster: 16-rank
+// jobs with a compute straggler, an NVLink degradation and a healthy
+// control; closed when the test ends.
+func newDetectionCluster(t *testing.T) *testbed.Cluster {
+	t.Helper()
+	opts := testbed.DefaultOptions()
+	opts.Ranks = 16
+	opts.Scenarios = []string{"compute_straggler", "nvlink_degradation", "healthy"}
+	opts.Logger = zaptest.NewLogger(t)
+	cluster, err := testbed.NewCluster(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	t.Logf("seed %d", cluster.Seed())
+	return cluster
 }

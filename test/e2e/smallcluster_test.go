@@ -23,7 +23,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -105,10 +104,7 @@ func TestSmallClusterWithoutKafka(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env = append(env,
-			"OTELCOL_GPU_CENTRAL_ENDPOINT="+central.addr,
-			"OTELCOL_GPU_CENTRAL_CA_FILE="+pki.caFile,
-			"OTELCOL_GPU_CENTRAL_TOKEN_FILE="+tokenFile)
+		env = append(env, centralEnv(central, pki, tokenFile)...)
 		agent := startProcess(t, "agent-"+host, env, agentBin,
 			"--config", filepath.Join(root, "distributions", "agent", "config.yaml"),
 			"--config", filepath.Join(root, "distributions", "agent", "small-cluster.yaml"))
@@ -558,16 +554,7 @@ func TestSmallClusterDetection(t *testing.T) {
 	prom := startPrometheus(t)
 	pki := newTestPKI(t, t.TempDir())
 
-	opts := testbed.DefaultOptions()
-	opts.Ranks = 16
-	opts.Scenarios = []string{"compute_straggler", "nvlink_degradation", "healthy"}
-	opts.Logger = zaptest.NewLogger(t)
-	cluster, err := testbed.NewCluster(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	t.Logf("seed %d", cluster.Seed())
+	cluster := newDetectionCluster(t)
 
 	token := fmt.Sprintf("agents-%x", time.Now().UnixNano())
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -586,10 +573,7 @@ func TestSmallClusterDetection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env = append(env,
-			"OTELCOL_GPU_CENTRAL_ENDPOINT="+central.addr,
-			"OTELCOL_GPU_CENTRAL_CA_FILE="+pki.caFile,
-			"OTELCOL_GPU_CENTRAL_TOKEN_FILE="+tokenFile)
+		env = append(env, centralEnv(central, pki, tokenFile)...)
 		agent := startProcess(t, "agent-"+n.Host, env, agentBin,
 			"--config", filepath.Join(root, "distributions", "agent", "config.yaml"),
 			"--config", filepath.Join(root, "distributions", "agent", "small-cluster.yaml"))
@@ -726,4 +710,14 @@ func (fs *faultSink) snapshot() ([]fault.Record, []time.Time, []error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return append([]fault.Record(nil), fs.records...), append([]time.Time(nil), fs.arrivals...), append([]error(nil), fs.bad...)
+}
+
+// centralEnv points an agent running distributions/agent/small-cluster.yaml
+// at the central, trusting the test's CA, with the token in tokenFile.
+func centralEnv(central *smallClusterCentral, pki *testPKI, tokenFile string) []string {
+	return []string{
+		"OTELCOL_GPU_CENTRAL_ENDPOINT=" + central.addr,
+		"OTELCOL_GPU_CENTRAL_CA_FILE=" + pki.caFile,
+		"OTELCOL_GPU_CENTRAL_TOKEN_FILE=" + tokenFile,
+	}
 }
