@@ -2,7 +2,8 @@
 #
 #   make packages   # .deb and .rpm of the agent, the gateway and the
 #                   # all-in-one in $(DIST), built with nfpm
-#   make release    # the packages, the binaries as .tar.gz, a CycloneDX SBOM
+#   make release    # the packages, the binaries as .tar.gz (fr-analyze too,
+#                   # mk/fr-analyze.mk), a CycloneDX SBOM
 #                   # per binary, the images as OCI archives (mk/image.mk),
 #                   # and SHA256SUMS over all of them
 #   make package-test  # after make release: installs the packages into
@@ -85,9 +86,9 @@ release-version:
 	@echo '$(PKG_VERSION)'
 
 release:
-	$(MAKE) packages release-tarballs release-sboms image-archives
-	cd $(DIST) && sha256sum $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES)) > SHA256SUMS
-	@echo "release $(PKG_VERSION) in $(DIST):"; cd $(DIST) && ls -l $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES)) SHA256SUMS
+	$(MAKE) packages release-tarballs release-sboms image-archives fr-analyze-tarball
+	cd $(DIST) && sha256sum $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES) $(FR_ANALYZE_TARBALL)) > SHA256SUMS
+	@echo "release $(PKG_VERSION) in $(DIST):"; cd $(DIST) && ls -l $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES) $(FR_ANALYZE_TARBALL)) SHA256SUMS
 
 # The maintainer scripts with the package's name filled in.
 _build/packaging/%/scripts: $(wildcard packaging/scripts/*.sh)

@@ -75,6 +75,7 @@ func missingRanksFinding(g *group, c *collective, present, missing []int) Findin
 			ev[rankKey(r, "created_offset_ms")] = ms(float64(pe.TimeCreatedNs - origin))
 		}
 	}
+	addMissingRanksStacks(g, c, ev)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "Not all ranks joining collective, sequence number: %d\n", c.seq)
@@ -94,6 +95,35 @@ func missingRanksFinding(g *group, c *collective, present, missing []int) Findin
 		Kind: KindMissingRanks, PGID: g.id, PGName: g.name, PGDesc: g.desc,
 		Seq: c.seq, ProfilingName: e.ProfilingName, Ranks: missing,
 		Message: b.String(), Evidence: ev,
+	}
+}
+
+// addMissingRanksStacks quotes Python stacks as evidence
+// (rank.<r>.python_stack), at most maxStackRanks: first each missing rank's
+// newest stack (where it is instead, as a hang quotes its culprits'), then
+// the stack with which each present rank enqueued the collective (where it
+// waits).
+func addMissingRanksStacks(g *group, c *collective, ev map[string]string) {
+	n := 0
+	for _, missing := range []bool{true, false} {
+		for i, pe := range c.entries {
+			if n == maxStackRanks {
+				return
+			}
+			if (pe == nil) != missing {
+				continue
+			}
+			var st string
+			if pe == nil {
+				st = pythonStack(g.views[i].dump)
+			} else {
+				st = stackText(pe.Frames)
+			}
+			if st != "" {
+				ev[rankKey(g.ranks[i], EvidencePythonStack)] = st
+				n++
+			}
+		}
 	}
 }
 
@@ -457,6 +487,12 @@ func findTimeouts(al *aligned) []Finding {
 			ev[rankKey(r, "record_id")] = strconv.FormatInt(e.RecordID, 10)
 			ev[rankKey(r, "timeout_ms")] = strconv.FormatInt(e.TimeoutMs, 10)
 			ev[rankKey(r, "profiling_name")] = e.ProfilingName
+			// Where the rank waited: the stack that enqueued the operation.
+			if i < maxStackRanks {
+				if st := stackText(e.Frames); st != "" {
+					ev[rankKey(r, EvidencePythonStack)] = st
+				}
+			}
 		}
 		var sb strings.Builder
 		if b.key.P2P {

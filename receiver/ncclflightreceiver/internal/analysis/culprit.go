@@ -340,10 +340,16 @@ func pythonStack(d *frdump.Dump) string {
 	if newest == nil {
 		return ""
 	}
+	return stackText(newest.Frames)
+}
+
+// stackText renders frames as pythonStack does, within maxStackFrames and
+// maxStackChars; "" when there are none (JSON dumps hold no frames).
+func stackText(frames []frdump.Frame) string {
 	var b strings.Builder
-	for i, f := range newest.Frames {
+	for i, f := range frames {
 		if i == maxStackFrames {
-			fmt.Fprintf(&b, "; ... %d more", len(newest.Frames)-i)
+			fmt.Fprintf(&b, "; ... %d more", len(frames)-i)
 			break
 		}
 		if i > 0 {
@@ -360,6 +366,12 @@ func pythonStack(d *frdump.Dump) string {
 	}
 	return s
 }
+
+// maxStackRanks bounds the ranks whose stack one missing_ranks or timeout
+// finding quotes: a collective thousands of ranks entered must not make a
+// log record of megabytes, and the stacks of one collective's ranks are
+// mostly the same.
+const maxStackRanks = 8
 
 // hangFinding builds the job-level finding naming the culprits.
 func hangFinding(al *aligned, culprits []int, groups []*progress, times map[int]rankTimes) (Finding, bool) {
