@@ -42,7 +42,7 @@ func TestGoldenMetrics(t *testing.T) {
 				f, err := os.Open(filepath.Join("internal", "source", "exportersrc", "testdata", fixture))
 				require.NoError(t, err)
 				defer f.Close()
-				snap, _, err := exportersrc.Translate(f, goldenTime)
+				snap, _, err := exportersrc.Translate(f, goldenTime, "")
 				require.NoError(t, err)
 				b := newMetricsBuilder(naming, "xl003", "test", pcommon.NewTimestampFromTime(goldenTime.Add(-time.Hour)))
 				owner := func(s model.GPUSample) model.Owner {

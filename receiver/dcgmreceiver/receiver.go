@@ -311,6 +311,9 @@ func (r *dcgmReceiver) collect(ctx context.Context, fields []model.FieldID) erro
 	if err != nil {
 		return err
 	}
+	if snap.ForeignSamples > 0 {
+		r.tb.DcgmForeignSamples.Add(ctx, int64(snap.ForeignSamples))
+	}
 	if snap.Time.IsZero() {
 		snap.Time = r.deps.now()
 	}

@@ -16,7 +16,7 @@ func (f *factory) dependencies(cfg *Config, set receiver.Settings) (dependencies
 	logger := set.Logger
 	switch cfg.Source {
 	case SourceExporter:
-		deps.metricsSource = exportersrc.New(cfg.Endpoint, cfg.CallTimeout, logger)
+		deps.metricsSource = exportersrc.New(cfg.Endpoint, cfg.CallTimeout, hostName(cfg, logger), logger)
 	case SourceNVML:
 		deps.metricsSource, err = newNVMLSource(cfg, logger)
 	default:

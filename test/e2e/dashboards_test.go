@@ -149,10 +149,7 @@ func TestClusterDashboardGPUQueries(t *testing.T) {
 	var receivers strings.Builder
 	var names []string
 	for node, fixture := range nodes {
-		page, err := os.ReadFile(filepath.Join("testdata", fixture))
-		if err != nil {
-			t.Fatal(err)
-		}
+		page := exporterPageOf(t, fixture, node)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			_, _ = w.Write(page)

@@ -31,10 +31,7 @@ func TestDCGMExporterDashboardQueries(t *testing.T) {
 	var receivers strings.Builder
 	var names []string
 	for node, fixture := range nodes {
-		page, err := os.ReadFile(filepath.Join("testdata", fixture))
-		if err != nil {
-			t.Fatal(err)
-		}
+		page := exporterPageOf(t, fixture, node)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			_, _ = w.Write(page)
@@ -176,4 +173,16 @@ func readDashboardQueries(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// exporterPageOf is the dcgm-exporter page fixture as node's own exporter
+// would serve it: its Hostname label names node. The agent refuses samples
+// of a page naming another node (an agent speaks only for its own).
+func exporterPageOf(t *testing.T, fixture, node string) []byte {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join("testdata", fixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(`Hostname="[^"]*"`).ReplaceAll(page, []byte(`Hostname="`+node+`"`))
 }

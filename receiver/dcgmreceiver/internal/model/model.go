@@ -82,6 +82,10 @@ type GPUSample struct {
 type Snapshot struct {
 	Time time.Time
 	GPUs []GPUSample
+	// ForeignSamples counts the samples a source refused because they speak
+	// for another node (a dcgm-exporter page whose Hostname is not this
+	// agent's): an agent speaks only for its own node.
+	ForeignSamples int
 }
 
 // XIDEvent is one occurrence of an NVIDIA driver error (an XID).

@@ -42,6 +42,11 @@ type Source struct {
 	endpoint string
 	timeout  time.Duration
 	logger   *zap.Logger
+	// ownHost is this node's name; samples of a page naming another node
+	// (its Hostname label) are refused.
+	ownHost string
+	// foreignLogged: the first refused page is logged, later ones counted.
+	foreignLogged bool // guarded by scrapeSlot
 
 	transport *http.Transport
 	client    *http.Client
@@ -61,9 +66,10 @@ var _ source.Metrics = (*Source)(nil)
 
 // New returns a source that scrapes endpoint (e.g.
 // http://localhost:9400/metrics), each scrape bounded by timeout
-// (DefaultTimeout when zero or negative). It does no I/O; Start validates
-// the endpoint.
-func New(endpoint string, timeout time.Duration, logger *zap.Logger) *Source {
+// (DefaultTimeout when zero or negative), refusing samples whose Hostname
+// names another node than ownHost (none when ownHost is empty). It does no
+// I/O; Start validates the endpoint.
+func New(endpoint string, timeout time.Duration, ownHost string, logger *zap.Logger) *Source {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -75,6 +81,7 @@ func New(endpoint string, timeout time.Duration, logger *zap.Logger) *Source {
 	return &Source{
 		endpoint:   endpoint,
 		timeout:    timeout,
+		ownHost:    ownHost,
 		logger:     logger,
 		transport:  transport,
 		client:     &http.Client{Transport: transport},
@@ -143,9 +150,15 @@ func (s *Source) Collect(ctx context.Context, fields []model.FieldID) (model.Sna
 	if err != nil {
 		return model.Snapshot{}, fmt.Errorf("dcgmreceiver: exporter: scraping %s: %w", endpoint, err)
 	}
-	snap, stats, err := Translate(bytes.NewReader(body), time.Now())
+	snap, stats, err := Translate(bytes.NewReader(body), time.Now(), s.ownHost)
 	if err != nil {
 		return model.Snapshot{}, fmt.Errorf("dcgmreceiver: exporter: scraping %s: %w", endpoint, err)
+	}
+	if stats.Foreign > 0 && !s.foreignLogged {
+		s.foreignLogged = true
+		s.logger.Warn("dcgmreceiver: exporter: refusing samples of another node (the page's Hostname label); an agent reports only its own node's GPUs: point the endpoint at this node's dcgm-exporter, or set host_name to the name it reports (counted in otelcol_dcgm_foreign_samples)",
+			zap.String("endpoint", endpoint), zap.String("page_hostname", stats.ForeignHost),
+			zap.String("host_name", s.ownHost), zap.Int("samples", stats.Foreign))
 	}
 	s.logger.Debug("Scraped dcgm-exporter",
 		zap.String("endpoint", endpoint),

@@ -48,7 +48,7 @@ func fixtureServer(t *testing.T) (*httptest.Server, *atomic.Value) {
 // startSource starts a source on url and shuts it down at the end of the test.
 func startSource(t *testing.T, url string, timeout time.Duration, sink func(model.XIDEvent)) *Source {
 	t.Helper()
-	src := New(url, timeout, zap.NewNop())
+	src := New(url, timeout, "", zap.NewNop())
 	require.NoError(t, src.Start(context.Background(), sink))
 	t.Cleanup(func() { assert.NoError(t, src.Shutdown(context.Background())) })
 	return src
@@ -240,7 +240,7 @@ func TestStartValidatesEndpoint(t *testing.T) {
 	for _, endpoint := range []string{"", "localhost:9400", "ftp://host/metrics", "http://", "http://[::1", "unix:///run/dcgm.sock"} {
 		t.Run(endpoint, func(t *testing.T) {
 			assert.Error(t, ValidateEndpoint(endpoint))
-			src := New(endpoint, 0, nil)
+			src := New(endpoint, 0, "", nil)
 			err := src.Start(context.Background(), nil)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "dcgmreceiver: exporter: endpoint")
@@ -254,14 +254,14 @@ func TestStartValidatesEndpoint(t *testing.T) {
 }
 
 func TestNewDefaults(t *testing.T) {
-	src := New("http://localhost:9400/metrics", 0, nil)
+	src := New("http://localhost:9400/metrics", 0, "", nil)
 	assert.Equal(t, DefaultTimeout, src.timeout)
 	assert.NotNil(t, src.logger)
 }
 
 func TestCollectAfterShutdownFails(t *testing.T) {
 	srv, _ := fixtureServer(t)
-	src := New(srv.URL+"/"+fixtureL4, time.Second, zap.NewNop())
+	src := New(srv.URL+"/"+fixtureL4, time.Second, "", zap.NewNop())
 	require.NoError(t, src.Start(context.Background(), nil))
 	_, err := src.Collect(context.Background(), nil)
 	require.NoError(t, err)
@@ -273,7 +273,7 @@ func TestCollectAfterShutdownFails(t *testing.T) {
 func TestCollectLogsStats(t *testing.T) {
 	srv, _ := fixtureServer(t)
 	core, logs := observer.New(zap.DebugLevel)
-	src := New(srv.URL+"/"+fixtureREADME, time.Second, zap.New(core))
+	src := New(srv.URL+"/"+fixtureREADME, time.Second, "", zap.New(core))
 	require.NoError(t, src.Start(context.Background(), nil))
 	defer func() { require.NoError(t, src.Shutdown(context.Background())) }()
 	_, err := src.Collect(context.Background(), nil)

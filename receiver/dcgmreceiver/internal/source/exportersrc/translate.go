@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -30,6 +31,9 @@ const (
 	labelGPUInstance   = "GPU_I_ID"
 	labelMIGProfile    = "GPU_I_PROFILE"
 	labelComputeInst   = "GPU_CI_ID"
+	// labelHostname is the node dcgm-exporter runs on (NODE_NAME in
+	// Kubernetes, else its hostname).
+	labelHostname = "Hostname"
 )
 
 var (
@@ -55,6 +59,11 @@ type Stats struct {
 	// Duplicates counts samples of a field already seen for the same GPU and
 	// owner; the first one is kept.
 	Duplicates int
+	// Foreign counts samples whose Hostname label names another node than
+	// the one Translate was told is this one; ForeignHost is the first such
+	// name.
+	Foreign     int
+	ForeignHost string
 }
 
 // groupKey tells apart the GPUSamples of one page: a GPU (or MIG instance)
@@ -90,7 +99,12 @@ type groupKey struct {
 //     page has one, becomes Value.Time.
 //
 // It errors only when the text cannot be parsed at all.
-func Translate(r io.Reader, now time.Time) (model.Snapshot, Stats, error) {
+//
+// ownHost, when not empty, is this node's name: a sample whose Hostname
+// label names another node is refused and counted (Stats.Foreign), never
+// relabelled; an agent speaks only for its own node. A sample without the
+// label is taken as this node's (dcgm-exporter omits it when asked to).
+func Translate(r io.Reader, now time.Time, ownHost string) (model.Snapshot, Stats, error) {
 	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
@@ -124,6 +138,13 @@ func Translate(r io.Reader, now time.Time) (model.Snapshot, Stats, error) {
 				stats.Bad++
 				continue
 			}
+			if host, foreign := foreignHost(metric.GetLabel(), ownHost); foreign {
+				stats.Foreign++
+				if stats.ForeignHost == "" {
+					stats.ForeignHost = host
+				}
+				continue
+			}
 			key, gpu, ok := identify(metric.GetLabel())
 			if !ok {
 				stats.Bad++
@@ -151,7 +172,40 @@ func Translate(r io.Reader, now time.Time) (model.Snapshot, Stats, error) {
 		slices.SortFunc(snap.GPUs[i].Values, func(a, b model.Value) int { return cmp.Compare(a.Field, b.Field) })
 	}
 	slices.SortFunc(snap.GPUs, compareSamples)
+	snap.ForeignSamples = stats.Foreign
 	return snap, stats, nil
+}
+
+// foreignHost reports whether the sample's Hostname label names another
+// node than ownHost, and that name. Names compare without case, and a
+// short name matches its fully qualified form (node1, node1.example.com).
+func foreignHost(labels []*dto.LabelPair, ownHost string) (string, bool) {
+	if ownHost == "" {
+		return "", false
+	}
+	for _, l := range labels {
+		if l.GetName() != labelHostname {
+			continue
+		}
+		host := l.GetValue()
+		if host == "" || sameHost(host, ownHost) {
+			return "", false
+		}
+		return host, true
+	}
+	return "", false
+}
+
+func sameHost(a, b string) bool {
+	if strings.EqualFold(a, b) {
+		return true
+	}
+	short := func(s string) string { h, _, _ := strings.Cut(s, "."); return h }
+	// Only one side may be the short form: node1.a and node1.b differ.
+	if strings.Contains(a, ".") != strings.Contains(b, ".") {
+		return strings.EqualFold(short(a), short(b))
+	}
+	return false
 }
 
 // sampleValue returns the number of a counter, gauge or untyped sample

@@ -47,7 +47,7 @@ func readFixture(tb testing.TB, name string) []byte {
 
 func translateFixture(t *testing.T, name string) (model.Snapshot, Stats) {
 	t.Helper()
-	snap, stats, err := Translate(bytes.NewReader(readFixture(t, name)), time.Unix(0, snapshotTimeNs))
+	snap, stats, err := Translate(bytes.NewReader(readFixture(t, name)), time.Unix(0, snapshotTimeNs), "")
 	require.NoError(t, err)
 	return snap, stats
 }
@@ -203,7 +203,7 @@ DCGM_FI_DEV_GPU_TEMP{gpu="2",UUID="GPU-c",GPU_I_PROFILE="1g.10gb",GPU_I_ID="9",p
 # TYPE DCGM_FI_DEV_POWER_USAGE gauge
 DCGM_FI_DEV_POWER_USAGE{gpu="2",UUID="GPU-c",modelName="NVIDIA A100",exported_pod="p2",exported_namespace="ns2",exported_container="c2"} 100.5
 `
-	snap, stats, err := Translate(strings.NewReader(page), time.Unix(1, 0))
+	snap, stats, err := Translate(strings.NewReader(page), time.Unix(1, 0), "")
 	require.NoError(t, err)
 	assert.Equal(t, Stats{Values: 7}, stats)
 
@@ -261,7 +261,7 @@ DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="2"} 200000000000000
 DCGM_FI_DEV_PCIE_REPLAY_COUNTER{gpu="2"} 1.5
 DCGM_FI_DEV_XID_ERRORS{gpu="2"} 79 1700000000123
 `
-	snap, stats, err := Translate(strings.NewReader(page), time.Unix(1, 0))
+	snap, stats, err := Translate(strings.NewReader(page), time.Unix(1, 0), "")
 	require.NoError(t, err)
 	assert.Equal(t, Stats{Values: 4, Unknown: 3, Sentinels: 3, Bad: 8, Duplicates: 1}, stats)
 	assertNoSentinels(t, snap)
@@ -283,7 +283,7 @@ func TestTranslateGarbageIsAnError(t *testing.T) {
 		"open braces": `DCGM_FI_DEV_GPU_TEMP{gpu="0" 1`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := Translate(strings.NewReader(page), time.Unix(1, 0))
+			_, _, err := Translate(strings.NewReader(page), time.Unix(1, 0), "")
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "dcgmreceiver: exporter: parsing metrics text")
 		})
@@ -291,7 +291,7 @@ func TestTranslateGarbageIsAnError(t *testing.T) {
 }
 
 func TestTranslateEmptyPage(t *testing.T) {
-	snap, stats, err := Translate(strings.NewReader(""), time.Unix(1, 0))
+	snap, stats, err := Translate(strings.NewReader(""), time.Unix(1, 0), "")
 	require.NoError(t, err)
 	assert.Empty(t, snap.GPUs)
 	assert.Equal(t, Stats{}, stats)
@@ -304,7 +304,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte(`DCGM_FI_DEV_GPU_TEMP{gpu="0",GPU_I_ID="1",GPU_CI_ID="0",GPU_I_PROFILE="1g.5gb",pod="p"} 1e300`))
 	f.Add([]byte("# TYPE DCGM_FI_DEV_XID_ERRORS histogram\nDCGM_FI_DEV_XID_ERRORS_bucket{le=\"+Inf\"} 1\n"))
 	f.Fuzz(func(t *testing.T, page []byte) {
-		snap, stats, err := Translate(bytes.NewReader(page), time.Unix(1, 0))
+		snap, stats, err := Translate(bytes.NewReader(page), time.Unix(1, 0), "")
 		if err != nil {
 			return
 		}
@@ -351,7 +351,7 @@ func eightGPUPage(tb testing.TB) []byte {
 func TestEightGPUPage(t *testing.T) {
 	page := eightGPUPage(t)
 	assert.InDelta(t, 64<<10, len(page), 6<<10, "page size")
-	snap, stats, err := Translate(bytes.NewReader(page), time.Unix(1, 0))
+	snap, stats, err := Translate(bytes.NewReader(page), time.Unix(1, 0), "")
 	require.NoError(t, err)
 	require.Len(t, snap.GPUs, 8)
 	for i, sample := range snap.GPUs {
@@ -369,7 +369,7 @@ func BenchmarkTranslate8GPU64KB(b *testing.B) {
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := Translate(bytes.NewReader(page), now); err != nil {
+		if _, _, err := Translate(bytes.NewReader(page), now, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
