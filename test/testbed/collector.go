@@ -134,14 +134,12 @@ func pipelineConfig(opts Options, jobs []*job, pageURL func(*node) string, otlpE
 				metricsIn = append(metricsIn, dcgm, ib)
 				logsIn = append(logsIn, dcgm)
 			}
-			if nd.frRoot != "" {
-				// No job_id: the receiver takes each dump's job from its
-				// directory, as the agent of a node that runs several jobs.
+			if nd.frDir != "" {
 				fr := "ncclflight/" + nd.host
 				receivers[fr] = map[string]any{
-					"host_name": nd.host,
+					"job_id": j.id, "host_name": nd.host,
 					"flight_recorder": map[string]any{
-						"directories": []string{nd.frRoot}, "settle_time": "100ms", "rescan_interval": "1s",
+						"directories": []string{nd.frDir}, "settle_time": "100ms", "rescan_interval": "1s",
 						"stall_after": stallAfter(opts.StepPeriod).String(),
 					},
 				}
