@@ -55,7 +55,7 @@ func (e *remediationExporter) decide(ctx context.Context, r fault.Record) error 
 		entry := withDecision(entryFor(r, stepRecord), audit.DecisionSkipped, "decided by "+d.Replica)
 		entry.DecisionKey, entry.Replica = key, d.Replica
 		e.record(entry)
-		e.telemetry.ExporterRemediationDecisionsSkipped.Add(ctx, 1)
+		e.telemetry.RemediationDecisionLogSkipped.Add(ctx, 1)
 		return nil
 	}
 
@@ -94,7 +94,7 @@ func (e *remediationExporter) decide(ctx context.Context, r fault.Record) error 
 		return fmt.Errorf("remediationexporter: fault %s: %w", r.ID, err)
 	}
 	delete(e.unpublished, key)
-	e.telemetry.ExporterRemediationDecisionsPublished.Add(ctx, 1)
+	e.telemetry.RemediationDecisionLogPublished.Add(ctx, 1)
 	e.countEvicted(ctx)
 	for _, entry := range p.entries {
 		e.record(entry)
@@ -143,7 +143,9 @@ func (e *remediationExporter) warmUp() {
 	defer e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.lifeCtx, e.cfg.Decisions.Timeout)
 	defer cancel()
-	if err := e.catchUp(ctx); err != nil {
+	err := e.catchUp(ctx)
+	e.recordQuarantined() // the quarantines the other replicas' decisions hold
+	if err != nil {
 		e.logger.Warn("remediation: decision log not read at start; the first decision catches up", zap.Error(err))
 		return
 	}
@@ -155,7 +157,7 @@ func (e *remediationExporter) warmUp() {
 // Callers hold e.mu.
 func (e *remediationExporter) countEvicted(ctx context.Context) {
 	if n := e.decisions.Evicted(); n > e.evictedSeen {
-		e.telemetry.ExporterRemediationDecisionKeysEvicted.Add(ctx, n-e.evictedSeen)
+		e.telemetry.RemediationDecisionLogKeysEvicted.Add(ctx, n-e.evictedSeen)
 		e.evictedSeen = n
 	}
 }

@@ -53,6 +53,8 @@ type remediationExporter struct {
 	// has one exactly while the state has its release pending.
 	releaseTimers  map[string]*releaseTimer
 	breakerAlerted bool
+	// breakerWatch re-reads a breaker last read tripped (nil: none runs).
+	breakerWatch *releaseTimer
 
 	// decisions is the decision log shared by the replicas (nil: off);
 	// replica names this process in it. unpublished are decisions acted
@@ -104,7 +106,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 	if cfg.Webhook.Endpoint != "" {
 		e.webhook = webhook.New(cfg.Webhook, webhook.Options{
 			InitialBackoff: cfg.Backoff.Initial, MaxBackoff: cfg.Backoff.Max, Sleep: e.sleep, Now: e.clock.Now,
-			PostsCapped: tb.ExporterRemediationWebhookPostsCapped,
+			PostsCapped: tb.RemediationWebhookPostsCapped,
 		})
 	}
 	e.lifeCtx, e.lifeCancel = context.WithCancel(context.Background())
@@ -123,6 +125,7 @@ func (e *remediationExporter) platformName() string {
 func (e *remediationExporter) Start(context.Context, component.Host) error {
 	e.mu.Lock()
 	e.restoreFromAudit()
+	e.recordQuarantined() // the nodes an earlier life left quarantined
 	e.mu.Unlock()
 	a, err := audit.Open(e.logger, e.cfg.AuditFile)
 	if err != nil {
@@ -187,6 +190,10 @@ func (e *remediationExporter) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stopPendingReleases()
+	if e.breakerWatch != nil {
+		e.breakerWatch.stop()
+		e.breakerWatch = nil
+	}
 	if e.audit != nil {
 		err = errors.Join(err, e.audit.Close())
 	}
@@ -229,6 +236,7 @@ func (e *remediationExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) err
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.recordQuarantined() // after the batch's decisions
 	e.state.Prune(e.clock.Now())
 	var errs []error
 	rls := ld.ResourceLogs()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/plog"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -303,6 +304,8 @@ type harness struct {
 	hook     *hook
 	auditLog string
 	logs     *observer.ObservedLogs
+	// metrics reads the exporter's own telemetry (telemetry_test.go).
+	metrics *sdkmetric.ManualReader
 }
 
 type harnessOpt func(*Config, *dependencies)
@@ -328,6 +331,10 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	h.logs = logs
 	set := componenttest.NewNopTelemetrySettings()
 	set.Logger = zap.New(core)
+	h.metrics = sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.metrics))
+	t.Cleanup(func() { require.NoError(t, mp.Shutdown(context.Background())) })
+	set.MeterProvider = mp
 	exp, err := newRemediationExporter(cfg, set, deps)
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))

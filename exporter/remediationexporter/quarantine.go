@@ -8,7 +8,11 @@ import (
 	"strings"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
@@ -33,7 +37,16 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 		e.record(withDecision(entry, audit.DecisionSkipped, reason))
 		return audit.DecisionSkipped, reason, entry.Actions, nil
 	}
+	// refuse is skip by a rail: audited the same, counted by its rail.
+	refuse := func(rail, reason string) (string, string, []string, error) {
+		e.countDecision(ctx, actionQuarantine, outcomeRefused, rail)
+		return skip(reason)
+	}
 	if plan.Skip != "" {
+		if plan.Rail != "" {
+			return refuse(plan.Rail, plan.Skip)
+		}
+		e.countDecision(ctx, actionQuarantine, outcomeSkipped, "")
 		return skip(plan.Skip)
 	}
 	req := actuator.Request{Node: node, GPUUUID: r.GPUUUID, FaultID: r.ID, FaultType: string(r.Type),
@@ -48,78 +61,97 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 			platform, node, strings.Join(entry.Actions, ","), req.Reason, req.GPUUUID)
 		if !e.cfg.DryRun {
 			// Acting, but no platform: the webhook is the only output.
+			e.countDecision(ctx, actionQuarantine, outcomeSkipped, "")
 			return skip("no platform configured: " + reason)
 		}
 		e.state.Quarantined(r.ID, node, toApply, true, d.HoldReason)
 		e.record(withDecision(entry, audit.DecisionDryRun, reason))
+		e.countDecision(ctx, actionQuarantine, outcomeDryRun, "")
 		return audit.DecisionDryRun, reason, entry.Actions, nil
 	}
 
 	// The platform confirms the node before the breaker is asked: a node it
 	// would leave alone (a ghost named by a forged fault, a node without a
 	// GPU) never spends the breaker's budget.
-	elig, attempts, err := retryCall(ctx, e, func(ctx context.Context) (actuator.Eligibility, error) { return e.platform.Check(ctx, req) })
+	elig, attempts, err := retryCall(ctx, e, timedCall(e, opCheck, func(ctx context.Context) (actuator.Eligibility, error) { return e.platform.Check(ctx, req) }))
 	if err != nil {
 		// Fail closed: what cannot be read is not acted on; retried with
 		// the next record or a redelivery.
 		entry.Attempts = attempts
 		reason := "platform check failed: " + err.Error()
 		e.record(withDecision(entry, audit.DecisionFailed, reason))
+		e.countDecision(ctx, actionQuarantine, outcomeFailed, "")
 		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: check %s for fault %s: %w", node, r.ID, err)
 	}
 	if elig.Skip != "" {
 		// Final for this fault, as the same answer from Quarantine is.
 		entry.Outcome = string(elig.Skip)
 		e.state.Quarantined(r.ID, node, toApply, false, "")
-		return skip(skipReason(elig.Skip, elig.Detail))
+		return refuse(railOf(elig.Skip), skipReason(elig.Skip, elig.Detail))
 	}
 	if reason := e.overQuarantineCap(elig); reason != "" {
 		// Not final: the fault is tried again once a quarantine is released.
-		return skip(reason)
+		return refuse(railQuarantineCap, reason)
 	}
 
 	// The breaker is consulted before every quarantine; once tripped it
 	// stays so until a human resets it.
 	breaker := e.platform.Breaker()
-	tripped, err := breaker.Tripped(ctx)
+	tripped, err := timedCall(e, opBreakerTripped, breaker.Tripped)(ctx)
+	if err == nil {
+		e.recordBreaker(ctx, tripped)
+	}
+	if err == nil && tripped {
+		e.watchBreaker()
+	}
 	if err == nil && !tripped {
 		e.breakerAlerted = false // a human reset it: alert on the next trip
 		var admitted bool
-		admitted, err = breaker.Admit(ctx, node, now)
-		tripped = err == nil && !admitted
+		admitted, err = timedCall(e, opBreakerAdmit, func(ctx context.Context) (bool, error) { return breaker.Admit(ctx, node, now) })(ctx)
+		if err == nil && !admitted {
+			// This quarantine spent the budget: the breaker trips here.
+			tripped = true
+			e.recordBreaker(ctx, true)
+			e.watchBreaker()
+			e.telemetry.RemediationBreakerTrips.Add(context.WithoutCancel(ctx), 1, metric.WithAttributeSet(
+				attribute.NewSet(attribute.String(metadata.TelemetryAttrPlatform, e.platformName()))))
+		}
 	}
 	if err != nil {
 		reason := "circuit breaker unavailable: " + err.Error()
 		e.record(withDecision(entry, audit.DecisionFailed, reason))
+		e.countDecision(ctx, actionQuarantine, outcomeFailed, "")
 		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: fault %s: %w", r.ID, err)
 	}
 	if tripped {
-		outcome, reason, actions, _ := skip("circuit breaker tripped: quarantining stopped until a human resets it")
+		outcome, reason, actions, _ := refuse(railBreaker, "circuit breaker tripped: quarantining stopped until a human resets it")
 		return outcome, reason, actions, e.alertBreaker(ctx, r, node)
 	}
 
-	res, attempts, err := e.retry(ctx, func(ctx context.Context) (actuator.Result, error) { return e.platform.Quarantine(ctx, req) })
+	res, attempts, err := e.retry(ctx, timedCall(e, opQuarantine, func(ctx context.Context) (actuator.Result, error) { return e.platform.Quarantine(ctx, req) }))
 	entry.Attempts, entry.Outcome = attempts, string(res.Outcome)
 	if err != nil {
 		// Not marked as applied: the next record of the fault (or a
 		// redelivery of this batch) tries again.
 		reason := err.Error()
 		e.record(withDecision(entry, audit.DecisionFailed, reason))
+		e.countDecision(ctx, actionQuarantine, outcomeFailed, "")
 		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: quarantine %s for fault %s: %w", node, r.ID, err)
 	}
 	switch res.Outcome {
 	case actuator.Applied, actuator.AlreadyDone:
 		e.state.Quarantined(r.ID, node, toApply, true, d.HoldReason)
 		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
+		e.countDecision(ctx, actionQuarantine, outcomeActed, "")
 		return audit.DecisionActed, res.Detail, entry.Actions, nil
 	default: // foreign, excluded, no GPU, not found: left alone, once for this fault
 		// The node changed since Check: the slot it took goes back.
 		reason := skipReason(res.Outcome, res.Detail)
-		if err := breaker.Refund(ctx, node, now); err != nil {
+		if err := e.breakerCall(ctx, opBreakerRefund, func(ctx context.Context) error { return breaker.Refund(ctx, node, now) }); err != nil {
 			reason += "; breaker slot not refunded: " + err.Error()
 		}
 		e.state.Quarantined(r.ID, node, toApply, false, "")
-		return skip(reason)
+		return refuse(railOf(res.Outcome), reason)
 	}
 }
 

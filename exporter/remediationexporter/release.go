@@ -32,6 +32,7 @@ func (e *remediationExporter) resolve(ctx context.Context, r fault.Record) error
 		entry := entryFor(r, stepRelease)
 		entry.Node, entry.Platform, entry.Actions = rd.Release.Node, e.platformName(), actionNames(rd.Release.Actions)
 		e.record(withDecision(entry, audit.DecisionSkipped, rd.Skip))
+		e.countDecision(ctx, actionRelease, outcomeRefused, rd.Rail)
 	case rd.Schedule:
 		e.scheduleRelease(rd.Release)
 	}
@@ -100,8 +101,11 @@ func (e *remediationExporter) releaseAfterWindow(name string, window *releaseTim
 	delete(e.releaseTimers, name)
 	entry := audit.Entry{Step: stepRelease, Node: name, Platform: e.platformName(), Actions: actionNames(rel.Actions),
 		FaultID: strings.Join(rel.FaultIDs, ",")}
+	// The node count changes with the release's outcome.
+	defer e.recordQuarantined()
 	if !e.leader.IsLeader() {
 		e.record(withDecision(entry, audit.DecisionSkipped, "not the leader: the node stays quarantined"))
+		e.countDecision(e.lifeCtx, actionRelease, outcomeSkipped, "")
 		return
 	}
 	// Every fault of ours goes with the request: the platform may know the
@@ -112,20 +116,24 @@ func (e *remediationExporter) releaseAfterWindow(name string, window *releaseTim
 		e.record(withDecision(entry, audit.DecisionDryRun, fmt.Sprintf("would call Release on %s: node=%s actions=[%s]",
 			e.platformName(), name, strings.Join(entry.Actions, ","))))
 		e.state.Released(name, e.clock.Now())
+		e.countDecision(e.lifeCtx, actionRelease, outcomeDryRun, "")
 		return
 	}
-	res, attempts, err := e.retry(e.lifeCtx, func(ctx context.Context) (actuator.Result, error) { return e.platform.Release(ctx, req) })
+	res, attempts, err := e.retry(e.lifeCtx, timedCall(e, opRelease, func(ctx context.Context) (actuator.Result, error) { return e.platform.Release(ctx, req) }))
 	entry.Attempts, entry.Outcome = attempts, string(res.Outcome)
 	switch {
 	case err != nil:
 		// Stays quarantined: safe. A human (or the next resolved fault on
 		// the node) takes it from here.
 		e.record(withDecision(entry, audit.DecisionFailed, err.Error()))
+		e.countDecision(e.lifeCtx, actionRelease, outcomeFailed, "")
 	case res.Outcome == actuator.Applied || res.Outcome == actuator.AlreadyDone:
 		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
 		e.state.Released(name, e.clock.Now())
+		e.countDecision(e.lifeCtx, actionRelease, outcomeActed, "")
 	default: // not ours any more (a human took over): forget it, touch nothing
 		e.record(withDecision(entry, audit.DecisionSkipped, string(res.Outcome)+": "+res.Detail))
 		e.state.Released(name, e.clock.Now())
+		e.countDecision(e.lifeCtx, actionRelease, outcomeRefused, railOf(res.Outcome))
 	}
 }

@@ -34,6 +34,9 @@ type QuarantinePlan struct {
 	Actions []actuator.Action
 	// Skip says why nothing is applied; "" means apply Actions.
 	Skip string
+	// Rail names the rail behind Skip when one refused the quarantine
+	// (cooldown); "" for a skip with nothing to do (a duplicate, no node).
+	Rail string
 }
 
 // PlanQuarantine decides which of want (the policy's node actions for the
@@ -54,7 +57,7 @@ func (s *State) PlanQuarantine(id, node string, want []actuator.Action, now time
 	}
 	n := s.node(node)
 	if len(n.actions) == 0 && !n.lastRelease.IsZero() && now.Sub(n.lastRelease) < s.cooldown {
-		return QuarantinePlan{Actions: toApply, Skip: fmt.Sprintf("cooldown: returned to service %s ago (cooldown %s)",
+		return QuarantinePlan{Actions: toApply, Rail: RailCooldown, Skip: fmt.Sprintf("cooldown: returned to service %s ago (cooldown %s)",
 			now.Sub(n.lastRelease).Round(time.Second), s.cooldown)}
 	}
 	return QuarantinePlan{Actions: toApply}

@@ -75,8 +75,9 @@ func TestPlanQuarantineCooldownAfterRelease(t *testing.T) {
 	s.Released("n1", t0.Add(time.Hour))
 
 	s.Open("f2", "n1", true, t0.Add(time.Hour+10*time.Minute))
-	assert.Equal(t, "cooldown: returned to service 10m0s ago (cooldown 30m0s)",
-		s.PlanQuarantine("f2", "n1", nodeAction, t0.Add(time.Hour+10*time.Minute)).Skip)
+	plan := s.PlanQuarantine("f2", "n1", nodeAction, t0.Add(time.Hour+10*time.Minute))
+	assert.Equal(t, "cooldown: returned to service 10m0s ago (cooldown 30m0s)", plan.Skip)
+	assert.Equal(t, RailCooldown, plan.Rail)
 	assert.Empty(t, s.PlanQuarantine("f2", "n1", nodeAction, t0.Add(time.Hour+cooldown)).Skip, "the cooldown is over")
 
 	// A node the exporter still holds is in no cooldown: an escalation acts.

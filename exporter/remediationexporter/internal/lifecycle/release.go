@@ -25,8 +25,10 @@ type Release struct {
 type ReleaseDecision struct {
 	// Schedule: start the verification window, then BeginRelease.
 	Schedule bool
-	// Skip says why the node stays quarantined.
+	// Skip says why the node stays quarantined; Rail names the rail that
+	// keeps it (RailHold, RailPolicy, RailOpenFaults).
 	Skip    string
+	Rail    string
 	Release Release
 }
 
@@ -73,7 +75,7 @@ func (s *State) decideRelease(name string, n *nodeState) ReleaseDecision {
 	}
 	d := ReleaseDecision{Release: Release{Node: name, Actions: slices.Clone(n.actions)}}
 	if n.hold != "" {
-		d.Skip = "waits for a human: " + n.hold
+		d.Skip, d.Rail = "waits for a human: "+n.hold, RailHold
 		return d
 	}
 	ids := make([]string, 0, len(n.ourFaults))
@@ -83,12 +85,12 @@ func (s *State) decideRelease(name string, n *nodeState) ReleaseDecision {
 	sort.Strings(ids)
 	for _, id := range ids {
 		if fs := s.faults[id]; fs == nil || !fs.release {
-			d.Skip = "the policy does not return the node to service after fault " + id
+			d.Skip, d.Rail = "the policy does not return the node to service after fault "+id, RailPolicy
 			return d
 		}
 	}
 	if len(n.openFaults) > 0 {
-		d.Skip = fmt.Sprintf("node has %d other open fault(s)", len(n.openFaults))
+		d.Skip, d.Rail = fmt.Sprintf("node has %d other open fault(s)", len(n.openFaults)), RailOpenFaults
 		return d
 	}
 	for _, id := range ids {

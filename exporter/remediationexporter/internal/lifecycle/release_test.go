@@ -19,7 +19,7 @@ func TestResolveSchedulesTheRelease(t *testing.T) {
 	s := New(cooldown)
 	quarantined(s, "f2", "n1", true, "")
 	quarantined(s, "f1", "n1", true, "")
-	assert.Equal(t, ReleaseDecision{Skip: "node has 1 other open fault(s)", Release: Release{Node: "n1", Actions: nodeAction}},
+	assert.Equal(t, ReleaseDecision{Skip: "node has 1 other open fault(s)", Rail: RailOpenFaults, Release: Release{Node: "n1", Actions: nodeAction}},
 		s.Resolve("f1", "n1", t0).Release)
 	res := s.Resolve("f2", "n1", t0)
 	assert.Equal(t, Resolution{Node: "n1", Release: ReleaseDecision{Schedule: true,
@@ -41,12 +41,16 @@ func TestReleaseHeldForAHuman(t *testing.T) {
 	d := s.Resolve("dbe", "n1", t0).Release
 	assert.Equal(t, "waits for a human: DBE: the GPU needs a human (fault dbe)", d.Skip, "the hold wins")
 	assert.False(t, d.Schedule)
+	assert.Equal(t, RailHold, d.Rail)
+	assert.Equal(t, 1, s.QuarantinedNodes(), "held until a human releases it")
 }
 
 func TestReleaseNotAllowedByThePolicy(t *testing.T) {
 	s := New(cooldown)
 	quarantined(s, "f1", "n1", false, "")
-	assert.Equal(t, "the policy does not return the node to service after fault f1", s.Resolve("f1", "n1", t0).Release.Skip)
+	d := s.Resolve("f1", "n1", t0).Release
+	assert.Equal(t, "the policy does not return the node to service after fault f1", d.Skip)
+	assert.Equal(t, RailPolicy, d.Rail)
 }
 
 func TestReleaseWaitsForEveryFaultOfOurs(t *testing.T) {
@@ -93,4 +97,17 @@ func TestReleasedForgetsTheQuarantine(t *testing.T) {
 	s.Released("n1", t0.Add(time.Hour))
 	assert.Zero(t, s.HoldQuarantined("restart"))
 	assert.Contains(t, s.PlanQuarantine("f9", "n1", nodeAction, t0.Add(time.Hour+time.Minute)).Skip, "cooldown")
+}
+
+func TestQuarantinedNodes(t *testing.T) {
+	s := New(cooldown)
+	assert.Zero(t, s.QuarantinedNodes())
+	quarantined(s, "f1", "n1", true, "")
+	quarantined(s, "f2", "n1", true, "")
+	quarantined(s, "f3", "n2", true, "")
+	s.Open("f4", "n3", true, t0)
+	s.Quarantined("f4", "n3", nodeAction, false, "") // left alone by the platform: not ours
+	assert.Equal(t, 2, s.QuarantinedNodes(), "nodes, not faults; a node left alone is not counted")
+	s.Released("n1", t0)
+	assert.Equal(t, 1, s.QuarantinedNodes())
 }

@@ -55,6 +55,27 @@ func New(cooldown time.Duration) *State {
 	return &State{cooldown: cooldown, faults: map[string]*faultState{}, nodes: map[string]*nodeState{}}
 }
 
+// Rails of the state that refuse a quarantine or keep a node quarantined
+// (the exporter's decision telemetry names them).
+const (
+	RailCooldown   = "cooldown"    // returned to service too recently
+	RailHold       = "hold"        // the node waits for a human
+	RailPolicy     = "policy"      // a fault's rule does not return the node to service
+	RailOpenFaults = "open_faults" // other faults are open on the node
+)
+
+// QuarantinedNodes is the number of nodes the exporter holds quarantined
+// (in a dry run, the nodes it would hold), releases pending included.
+func (s *State) QuarantinedNodes() int {
+	n := 0
+	for _, ns := range s.nodes {
+		if len(ns.ourFaults) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Faults is the number of fault ids remembered.
 func (s *State) Faults() int { return len(s.faults) }
 

@@ -175,7 +175,7 @@ func TestClientAdmitCountsCappedPosts(t *testing.T) {
 	cfg.Endpoint, cfg.Secret, cfg.Insecure = srv.URL, secret, true
 	tb, err := metadata.NewTelemetryBuilder(set)
 	require.NoError(t, err)
-	c := New(cfg, Options{Now: clk.now, PostsCapped: tb.ExporterRemediationWebhookPostsCapped})
+	c := New(cfg, Options{Now: clk.now, PostsCapped: tb.RemediationWebhookPostsCapped})
 	t.Cleanup(c.Close)
 
 	ctx := context.Background()
@@ -192,7 +192,7 @@ func TestClientAdmitCountsCappedPosts(t *testing.T) {
 	require.Len(t, rm.ScopeMetrics, 1)
 	require.Len(t, rm.ScopeMetrics[0].Metrics, 1)
 	m := rm.ScopeMetrics[0].Metrics[0]
-	assert.Equal(t, "otelcol_exporter_remediation_webhook_posts_capped", m.Name)
+	assert.Equal(t, "otelcol_remediation_webhook_posts_capped", m.Name)
 	sum, ok := m.Data.(metricdata.Sum[int64])
 	require.True(t, ok)
 	got := map[string]int64{}
