@@ -62,6 +62,7 @@ var specs = []spec{
 			{},
 			{configs: []string{"/etc/otelcol-gpu/agent-kafka-tls-sasl.yaml"}, vars: map[string]string{"KAFKA_SASL_USERNAME": "agent", "KAFKA_SASL_PASSWORD": "secret"}},
 			{configs: []string{"/etc/otelcol-gpu/agent-otlp-auth.yaml"}, vars: map[string]string{"OTLP_BEARER_TOKEN": "token"}},
+			{configs: []string{"/etc/otelcol-gpu/agent-prometheus-endpoint.yaml"}},
 			// The small-cluster example environment names its fragment.
 			{envFile: "/usr/share/otelcol-gpu/agent-small-cluster.env"},
 			{
@@ -73,6 +74,7 @@ var specs = []spec{
 		conffiles: []string{
 			"/etc/otelcol-gpu/agent-kafka-tls-sasl.yaml",
 			"/etc/otelcol-gpu/agent-otlp-auth.yaml",
+			"/etc/otelcol-gpu/agent-prometheus-endpoint.yaml",
 			"/etc/otelcol-gpu/agent-small-cluster-otlp-auth.yaml",
 			"/etc/otelcol-gpu/agent-small-cluster.yaml",
 			"/etc/otelcol-gpu/agent.env",

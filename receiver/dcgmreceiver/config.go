@@ -50,6 +50,12 @@ type Config struct {
 	// labels, for dashboards built on dcgm-exporter).
 	Naming string `mapstructure:"naming"`
 
+	// Collectors is the path of a dcgm-exporter counters CSV (the file of
+	// dcgm-exporter's -f / DCGM_EXPORTER_COLLECTORS) choosing the fields to
+	// report, with its gauge/counter/label semantics; any DCGM field name is
+	// accepted. Empty (default): the built-in catalogue.
+	Collectors string `mapstructure:"collectors"`
+
 	// CollectionInterval is the interval of device fields (default 10s).
 	CollectionInterval time.Duration `mapstructure:"collection_interval"`
 	// ProfilingInterval is the interval of DCGM_FI_PROF_* fields (default
@@ -133,6 +139,11 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Naming != NamingOTel && cfg.Naming != NamingDCGMExporter {
 		errs = append(errs, fmt.Errorf("naming: %q is not one of %s, %s", cfg.Naming, NamingOTel, NamingDCGMExporter))
+	}
+	if cfg.Collectors != "" {
+		if _, err := newFieldSet(cfg.Collectors, cfg.Naming); err != nil {
+			errs = append(errs, fmt.Errorf("collectors: %w", err))
+		}
 	}
 	if cfg.CollectionInterval <= 0 {
 		errs = append(errs, fmt.Errorf("collection_interval: must be greater than 0, got %s", cfg.CollectionInterval))

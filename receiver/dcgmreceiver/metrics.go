@@ -57,6 +57,7 @@ type metricsBuilder struct {
 	startTime pcommon.Timestamp
 	lastTime  pcommon.Timestamp
 	counters  map[counterKey]counterState
+	fields    *fieldSet
 }
 
 func newMetricsBuilder(naming, hostName, version string, start pcommon.Timestamp) *metricsBuilder {
@@ -66,6 +67,7 @@ func newMetricsBuilder(naming, hostName, version string, start pcommon.Timestamp
 		version:   version,
 		startTime: start,
 		counters:  map[counterKey]counterState{},
+		fields:    catalogueFields,
 	}
 }
 
@@ -194,7 +196,7 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 	om := &otelMetrics{ms: ms, byKey: make(map[string]pmetric.NumberDataPointSlice, len(pointsPerMetric)+2)}
 	gk := gpuKey(g)
 	for _, v := range s.Values {
-		f, ts, ok := measurement(v, now)
+		f, ts, ok := b.measurement(v, now)
 		if !ok {
 			continue
 		}
@@ -263,12 +265,14 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 		labels.PutStr(labelMIGInstance, strconv.Itoa(g.MIG.GPUInstanceID))
 	}
 	putOwner(labels, o, labelPod, labelNamespace, labelContainer)
-	putNonEmpty(labels, labelDriverVersion, g.DriverVersion)
+	if b.fields.driverVersionLabel {
+		putNonEmpty(labels, labelDriverVersion, g.DriverVersion)
+	}
 
 	gk := gpuKey(g)
 	ms.EnsureCapacity(len(s.Values) + 2)
 	for _, v := range s.Values {
-		f, ts, ok := measurement(v, now)
+		f, ts, ok := b.measurement(v, now)
 		if !ok {
 			continue
 		}
@@ -292,7 +296,7 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 			dp.SetIntValue(v.Int)
 		}
 	}
-	if len(xids) > 0 {
+	if len(xids) > 0 && b.fields.xidCount {
 		m := ms.AppendEmpty()
 		m.SetName(dcgmExporterXIDCount)
 		m.SetDescription("Count of XID errors since the exporter started, by XID code.")
@@ -317,8 +321,8 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 
 // measurement returns the field and timestamp of a value that becomes a
 // data point; ok is false for unknown fields, labels and sentinels.
-func measurement(v model.Value, now pcommon.Timestamp) (f *model.Field, ts pcommon.Timestamp, ok bool) {
-	f, ok = model.FieldByID(v.Field)
+func (b *metricsBuilder) measurement(v model.Value, now pcommon.Timestamp) (f *model.Field, ts pcommon.Timestamp, ok bool) {
+	f, ok = b.fields.byID[v.Field]
 	if !ok || f.Kind == model.Label || isSentinel(v) {
 		return nil, 0, false
 	}

@@ -83,15 +83,21 @@ func newDCGMReceiver(cfg *Config, set receiver.Settings, deps dependencies) (*dc
 	if deps.now == nil {
 		deps.now = time.Now
 	}
+	fields, err := newFieldSet(cfg.Collectors, cfg.Naming)
+	if err != nil {
+		return nil, fmt.Errorf("collectors: %w", err)
+	}
 	host := hostName(cfg, set.Logger)
 	start := pcommon.NewTimestampFromTime(deps.now())
+	mb := newMetricsBuilder(cfg.Naming, host, set.BuildInfo.Version, start)
+	mb.fields = fields
 	return &dcgmReceiver{
 		cfg:          cfg,
 		set:          set,
 		logger:       set.Logger,
 		tb:           tb,
 		deps:         deps,
-		metrics:      newMetricsBuilder(cfg.Naming, host, set.BuildInfo.Version, start),
+		metrics:      mb,
 		logs:         &logsBuilder{hostName: host, version: set.BuildInfo.Version, xids: xids},
 		xidCounts:    map[string]map[int]int64{},
 		unresponsive: map[string]bool{},
@@ -216,7 +222,7 @@ func (r *dcgmReceiver) collectLoop(ctx context.Context) {
 	if !r.startSource(ctx) {
 		return
 	}
-	deviceFields, profilingFields := fieldLists()
+	deviceFields, profilingFields := r.metrics.fields.device, r.metrics.fields.profiling
 	device := time.NewTicker(r.cfg.CollectionInterval)
 	defer device.Stop()
 	var profiling <-chan time.Time
@@ -293,17 +299,6 @@ func (r *dcgmReceiver) startSource(ctx context.Context) bool {
 		}
 		wait = min(wait*2, retryMax)
 	}
-}
-
-func fieldLists() (device, profiling []model.FieldID) {
-	for _, f := range model.Catalogue {
-		if f.Profiling {
-			profiling = append(profiling, f.ID)
-		} else {
-			device = append(device, f.ID)
-		}
-	}
-	return device, profiling
 }
 
 func (r *dcgmReceiver) collect(ctx context.Context, fields []model.FieldID) error {

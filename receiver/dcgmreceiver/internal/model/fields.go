@@ -1,6 +1,12 @@
 package model
 
-import "github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+import (
+	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+)
+
+//go:generate go run ./gendcgmfields
 
 // FieldID is a DCGM field id (dcgm_fields.h). NVML and dcgm-exporter
 // readings are mapped to the same ids, so the catalogue below is the one
@@ -215,4 +221,27 @@ var ThrottleReasons = []struct {
 	{0x40, "hw_thermal_slowdown"},
 	{0x80, "hw_power_brake_slowdown"},
 	{0x100, "display_clock_setting"},
+}
+
+// FieldIDByName returns the id of any DCGM field name go-dcgm knows
+// (dcgm_fields.h), catalogued or not, so that a counters CSV can name any
+// field: fan speed, BAR1, NVSwitch, per-link NVLink counters.
+func FieldIDByName(name string) (FieldID, bool) {
+	if f, ok := byName[name]; ok {
+		return f.ID, true
+	}
+	id, ok := dcgmFieldIDs[name]
+	return id, ok
+}
+
+// IsProfilingID reports whether id is one of DCGM's profiling fields
+// (DCGM_FI_PROF_*, ids 1001-1099), which have their own interval.
+func IsProfilingID(id FieldID) bool { return id > 1000 && id < 1100 }
+
+// OTelNameOf is the metric name, under `naming: otel`, of a field outside
+// the catalogue: DCGM_FI_DEV_FAN_SPEED becomes gpu.dcgm.dev_fan_speed. The
+// catalogue's fields have semantic-convention names; these keep DCGM's, in
+// the gpu.dcgm namespace, so they never collide with a convention's name.
+func OTelNameOf(name string) string {
+	return "gpu.dcgm." + strings.ToLower(strings.TrimPrefix(name, "DCGM_FI_"))
 }

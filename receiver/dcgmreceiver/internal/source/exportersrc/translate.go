@@ -81,8 +81,10 @@ type groupKey struct {
 // Translate parses a dcgm-exporter page in the Prometheus text format and
 // turns it into a snapshot stamped now.
 //
-//   - Every DCGM_FI_* metric is looked up with model.FieldByName; other names
-//     are skipped and counted in Stats.Unknown. # HELP and # TYPE lines are
+//   - Every DCGM_FI_* metric is looked up with model.FieldByName, then, for
+//     fields outside the catalogue (a user's counters CSV adds them), with
+//     model.FieldIDByName, its kind taken from # TYPE; other names are
+//     skipped and counted in Stats.Unknown. # HELP and # TYPE lines are
 //     optional.
 //   - Samples are grouped per GPU (gpu, UUID and the MIG labels GPU_I_ID,
 //     GPU_CI_ID) and owner (pod, namespace, container). A MIG instance is its
@@ -116,6 +118,9 @@ func Translate(r io.Reader, now time.Time, ownHost string) (model.Snapshot, Stat
 	groups := make(map[groupKey]int, 8) // key -> index into snap.GPUs
 	for name, family := range families {
 		field, ok := model.FieldByName(name)
+		if !ok {
+			field, ok = uncatalogued(name, family)
+		}
 		if !ok || field.Kind == model.Label {
 			stats.Unknown += len(family.GetMetric())
 			continue
@@ -377,4 +382,18 @@ func compareSamples(a, b model.GPUSample) int {
 		cmp.Compare(a.Owner.PodName, b.Owner.PodName),
 		cmp.Compare(a.Owner.Container, b.Owner.Container),
 	)
+}
+
+// uncatalogued describes a DCGM field outside the catalogue from its page
+// family: a counter when the page says so, a gauge otherwise.
+func uncatalogued(name string, family *dto.MetricFamily) (*model.Field, bool) {
+	id, ok := model.FieldIDByName(name)
+	if !ok {
+		return nil, false
+	}
+	f := &model.Field{ID: id, Name: name, Profiling: model.IsProfilingID(id), Help: family.GetHelp()}
+	if family.GetType() == dto.MetricType_COUNTER {
+		f.Kind = model.Counter
+	}
+	return f, true
 }
