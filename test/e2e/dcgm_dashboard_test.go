@@ -87,58 +87,11 @@ service:
 		return nil
 	}, col, prom.proc)
 
-	queries := readDashboardQueries(t, filepath.Join("testdata", "grafana-12239-queries.txt"))
-	if len(queries) < 8 {
-		t.Fatalf("only %d queries read from the dashboard file", len(queries))
-	}
-	for _, q := range queries {
-		t.Run(q, func(t *testing.T) {
-			if m := labelValues.FindStringSubmatch(q); m != nil {
-				// label_values(metric, label) is Grafana's; in PromQL it is a
-				// group by over the metric.
-				res, err := prom.query(fmt.Sprintf("group by (%s) (%s)", m[2], m[1]), time.Time{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(res) == 0 {
-					t.Fatalf("no values of %s on %s", m[2], m[1])
-				}
-				for _, s := range res {
-					if s.Labels[m[2]] == "" {
-						t.Errorf("a series of %s has no %s label", m[1], m[2])
-					}
-				}
-				return
-			}
-			// Panels: $instance and $gpu are regex-matched; "All" is .*
-			promql := strings.NewReplacer(`"$instance"`, `".*"`, `"$gpu"`, `".*"`).Replace(q)
-			res, err := prom.query(promql, time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			aggregated := strings.HasPrefix(q, "avg(") || strings.HasPrefix(q, "sum(")
-			want := 2 // one GPU on each node
-			if aggregated {
-				want = 1
-			}
-			if len(res) != want {
-				t.Fatalf("%d series, want %d: %v", len(res), want, res)
-			}
-			if aggregated {
-				return
-			}
-			for _, s := range res {
-				for _, l := range []string{"instance", "gpu", "UUID", "modelName", "pci_bus_id", "device", "Hostname"} {
-					if s.Labels[l] == "" {
-						t.Errorf("series %v lacks the %s label", s.Labels, l)
-					}
-				}
-				if s.Labels["instance"] != s.Labels["Hostname"] {
-					t.Errorf("instance %q and Hostname %q differ", s.Labels["instance"], s.Labels["Hostname"])
-				}
-			}
-		})
-	}
+	checkGrafana12239(t, prom, func(t *testing.T, labels map[string]string) {
+		if labels["instance"] != labels["Hostname"] {
+			t.Errorf("instance %q and Hostname %q differ", labels["instance"], labels["Hostname"])
+		}
+	})
 
 	// Values arrive unchanged: the L4 fixture's SM clock is 210 MHz, and the
 	// dashboard multiplies by 1e6 itself.
@@ -185,4 +138,63 @@ func exporterPageOf(t *testing.T, fixture, node string) []byte {
 		t.Fatal(err)
 	}
 	return regexp.MustCompile(`Hostname="[^"]*"`).ReplaceAll(page, []byte(`Hostname="`+node+`"`))
+}
+
+// checkGrafana12239 runs every query of dcgm-exporter's Grafana dashboard
+// 12239 against prom, which holds one GPU of each of two nodes: a
+// label_values variable must find values, a panel one series per GPU (one
+// when aggregated), each with dcgm-exporter's labels; checkSeries checks
+// what else a caller expects of a panel's series.
+func checkGrafana12239(t *testing.T, prom *prometheus, checkSeries func(t *testing.T, labels map[string]string)) {
+	t.Helper()
+	queries := readDashboardQueries(t, filepath.Join("testdata", "grafana-12239-queries.txt"))
+	if len(queries) < 8 {
+		t.Fatalf("only %d queries read from the dashboard file", len(queries))
+	}
+	for _, q := range queries {
+		t.Run(q, func(t *testing.T) {
+			if m := labelValues.FindStringSubmatch(q); m != nil {
+				// label_values(metric, label) is Grafana's; in PromQL it is a
+				// group by over the metric.
+				res, err := prom.query(fmt.Sprintf("group by (%s) (%s)", m[2], m[1]), time.Time{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res) == 0 {
+					t.Fatalf("no values of %s on %s", m[2], m[1])
+				}
+				for _, s := range res {
+					if s.Labels[m[2]] == "" {
+						t.Errorf("a series of %s has no %s label", m[1], m[2])
+					}
+				}
+				return
+			}
+			// Panels: $instance and $gpu are regex-matched; "All" is .*
+			promql := strings.NewReplacer(`"$instance"`, `".*"`, `"$gpu"`, `".*"`).Replace(q)
+			res, err := prom.query(promql, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			aggregated := strings.HasPrefix(q, "avg(") || strings.HasPrefix(q, "sum(")
+			want := 2 // one GPU on each node
+			if aggregated {
+				want = 1
+			}
+			if len(res) != want {
+				t.Fatalf("%d series, want %d: %v", len(res), want, res)
+			}
+			if aggregated {
+				return
+			}
+			for _, s := range res {
+				for _, l := range []string{"instance", "gpu", "UUID", "modelName", "pci_bus_id", "device", "Hostname"} {
+					if s.Labels[l] == "" {
+						t.Errorf("series %v lacks the %s label", s.Labels, l)
+					}
+				}
+				checkSeries(t, s.Labels)
+			}
+		})
+	}
 }

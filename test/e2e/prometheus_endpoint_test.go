@@ -141,60 +141,16 @@ func TestGrafana12239OnScrapedAgentPages(t *testing.T) {
 		return nil
 	}, procs...)
 
-	queries := readDashboardQueries(t, filepath.Join("testdata", "grafana-12239-queries.txt"))
-	if len(queries) < 8 {
-		t.Fatalf("only %d queries read from the dashboard file", len(queries))
-	}
-	for _, q := range queries {
-		t.Run(q, func(t *testing.T) {
-			if m := labelValues.FindStringSubmatch(q); m != nil {
-				res, err := prom.query(fmt.Sprintf("group by (%s) (%s)", m[2], m[1]), time.Time{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(res) == 0 {
-					t.Fatalf("no values of %s on %s", m[2], m[1])
-				}
-				for _, s := range res {
-					if s.Labels[m[2]] == "" {
-						t.Errorf("a series of %s has no %s label", m[1], m[2])
-					}
-				}
-				return
+	checkGrafana12239(t, prom, func(t *testing.T, labels map[string]string) {
+		for _, l := range []string{"exported_job", "exported_instance", "otel_scope_name", "service_name"} {
+			if _, ok := labels[l]; ok {
+				t.Errorf("series %v has %s: the page must carry no job, instance or OpenTelemetry labels", labels, l)
 			}
-			promql := strings.NewReplacer(`"$instance"`, `".*"`, `"$gpu"`, `".*"`).Replace(q)
-			res, err := prom.query(promql, time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			aggregated := strings.HasPrefix(q, "avg(") || strings.HasPrefix(q, "sum(")
-			want := 2
-			if aggregated {
-				want = 1
-			}
-			if len(res) != want {
-				t.Fatalf("%d series, want %d: %v", len(res), want, res)
-			}
-			if aggregated {
-				return
-			}
-			for _, s := range res {
-				for _, l := range []string{"instance", "gpu", "UUID", "modelName", "pci_bus_id", "device", "Hostname"} {
-					if s.Labels[l] == "" {
-						t.Errorf("series %v lacks the %s label", s.Labels, l)
-					}
-				}
-				for _, l := range []string{"exported_job", "exported_instance", "otel_scope_name", "service_name"} {
-					if _, ok := s.Labels[l]; ok {
-						t.Errorf("series %v has %s: the page must carry no job, instance or OpenTelemetry labels", s.Labels, l)
-					}
-				}
-				if s.Labels["instance"] != targets[s.Labels["Hostname"]] {
-					t.Errorf("instance %q is not the scrape target of %s (%s)", s.Labels["instance"], s.Labels["Hostname"], targets[s.Labels["Hostname"]])
-				}
-			}
-		})
-	}
+		}
+		if labels["instance"] != targets[labels["Hostname"]] {
+			t.Errorf("instance %q is not the scrape target of %s (%s)", labels["instance"], labels["Hostname"], targets[labels["Hostname"]])
+		}
+	})
 	v, _, err := prom.scalar(`DCGM_FI_DEV_SM_CLOCK{Hostname="node-l4"} * 1000000`)
 	if err != nil {
 		t.Fatal(err)
