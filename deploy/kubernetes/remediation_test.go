@@ -23,19 +23,7 @@ import (
 // validates it, and checks that its Lease and breaker ConfigMap are where
 // the chart's Role (deploy/rbac/role.yaml) lets the gateway write them.
 func TestProductionRemediationConfig(t *testing.T) {
-	objs := helmTemplate(t, scenarioByName(t, productionScenario))
-	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-gateway-remediation")
-	b, ok := cm.Data["remediation-kubernetes.yaml"]
-	require.True(t, ok, "ConfigMap %s has no remediation-kubernetes.yaml", cm.Name)
-	var raw map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(b), &raw))
-	sub, err := confmap.NewFromStringMap(raw).Sub("exporters::remediation")
-	require.NoError(t, err)
-
-	cfg, ok := remediationexporter.NewFactory().CreateDefaultConfig().(*remediationexporter.Config)
-	require.True(t, ok)
-	require.NoError(t, sub.Unmarshal(cfg))
-	require.NoError(t, cfg.Validate())
+	cfg, objs := remediationFragment(t, productionScenario, "remediation-kubernetes.yaml")
 	assert.True(t, cfg.Kubernetes.Enabled, "the production values act through Kubernetes")
 	assert.Empty(t, cfg.Kubernetes.Kubeconfig, "in-cluster service account")
 
@@ -72,11 +60,11 @@ func grants(rules []rbacv1.PolicyRule, group, resource string, verbs ...string) 
 	return false
 }
 
-// remediationFragment renders the chart with args and loads the
-// remediation ConfigMap's file as the exporter would merge it.
-func remediationFragment(t *testing.T, file string, args ...string) (*remediationexporter.Config, []*unstructured.Unstructured) {
+// remediationFragment renders the chart for scenario with args and loads
+// the remediation ConfigMap's file as the exporter would merge it.
+func remediationFragment(t *testing.T, scenario, file string, args ...string) (*remediationexporter.Config, []*unstructured.Unstructured) {
 	t.Helper()
-	objs := helmTemplate(t, scenarioByName(t, defaultScenario), args...)
+	objs := helmTemplate(t, scenarioByName(t, scenario), args...)
 	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-gateway-remediation")
 	b, ok := cm.Data[file]
 	require.True(t, ok, "ConfigMap %s has no %s", cm.Name, file)
@@ -96,7 +84,7 @@ func remediationFragment(t *testing.T, file string, args ...string) (*remediatio
 // TestSlurmRemediationValues: remediation.platform slurm merges a Slurm
 // section that the exporter accepts, with slurmrestd's token from a Secret.
 func TestSlurmRemediationValues(t *testing.T) {
-	cfg, objs := remediationFragment(t, "remediation-slurm.yaml",
+	cfg, objs := remediationFragment(t, defaultScenario, "remediation-slurm.yaml",
 		"--set", "remediation.platform=slurm", "--set", "remediation.slurm.restURL=https://slurmrestd.slurm.svc:6820")
 	assert.True(t, cfg.Slurm.Enabled)
 	assert.False(t, cfg.Kubernetes.Enabled)
@@ -117,7 +105,7 @@ func TestSlurmRemediationValues(t *testing.T) {
 // TestEvictionValues: eviction turns on the exporter's evict action and
 // binds deploy/rbac/eviction's ClusterRole, which only then exists.
 func TestEvictionValues(t *testing.T) {
-	cfg, objs := remediationFragment(t, "remediation-kubernetes.yaml",
+	cfg, objs := remediationFragment(t, defaultScenario, "remediation-kubernetes.yaml",
 		"--set", "remediation.platform=kubernetes", "--set", "remediation.kubernetes.evict=true")
 	assert.True(t, cfg.Kubernetes.Evict)
 	role := typed[rbacv1.ClusterRole](t, objs, "ClusterRole", "otelcol-gpu-remediation-eviction")
