@@ -68,6 +68,7 @@ func TestTaskProlog(t *testing.T) {
 	dir := t.TempDir()
 	plugin := filepath.Join(dir, "libnccl-profiler-inspector.so")
 	require.NoError(t, os.WriteFile(plugin, nil, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "fr"), 0o1777)) // the tmpfiles.d rule's mode
 	conf := filepath.Join(dir, "slurm.env")
 	require.NoError(t, os.WriteFile(conf, []byte(
 		"OTELCOL_GPU_FR_DIR="+dir+"/fr\nOTELCOL_GPU_INSPECTOR_DIR="+dir+"/insp\nOTELCOL_GPU_INSPECTOR_PLUGIN="+plugin+"\n"), 0o644))
@@ -83,19 +84,56 @@ func TestTaskProlog(t *testing.T) {
 			"TORCH_NCCL_TRACE_BUFFER_SIZE":                     "2000",
 			"TORCH_NCCL_ENABLE_TIMING":                         "1",
 			"TORCH_NCCL_DUMP_ON_TIMEOUT":                       "1",
-			"TORCH_NCCL_DEBUG_INFO_TEMP_FILE":                  dir + "/fr/nccl_trace_rank_",
+			"TORCH_NCCL_DEBUG_INFO_TEMP_FILE":                  dir + "/fr/4242/0/nccl_trace_rank_",
+			"TORCH_FR_DUMP_TEMP_FILE":                          dir + "/fr/4242/0/nccl_trace_rank_",
 			"NCCL_PROFILER_PLUGIN":                             plugin,
 			"NCCL_INSPECTOR_ENABLE":                            "1",
 			"NCCL_INSPECTOR_DUMP_DIR":                          dir + "/insp",
 			"NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS": "1000000",
 		}, got)
+		fi, err := os.Stat(filepath.Join(dir, "fr", "4242", "0"))
+		require.NoError(t, err, "the prolog makes the job's dump directory: PyTorch does not")
+		assert.True(t, fi.IsDir())
+	})
+	// Two jobs on one node, and a job's restart, each get a directory of
+	// their own: the agent's flight_recorder::job_path ({job}/{attempt}).
+	t.Run("PerJobPerAttemptDirectory", func(t *testing.T) {
+		for _, c := range []struct{ job, restarts, want string }{
+			{"4243", "", "/fr/4243/0/"}, {"4243", "2", "/fr/4243/2/"}, {"4244", "0", "/fr/4244/0/"},
+			{"4245", "x; rm -rf /", "/fr/4245/0/"}, // not a count: attempt 0
+		} {
+			env := map[string]string{"SLURM_JOB_ID": c.job, "OTELCOL_GPU_SLURM_CONF": conf}
+			if c.restarts != "" {
+				env["SLURM_RESTART_COUNT"] = c.restarts
+			}
+			got := exports(t, runScript(t, "prolog.sh", env))
+			assert.Equal(t, dir+c.want+"nccl_trace_rank_", got["TORCH_FR_DUMP_TEMP_FILE"], c)
+			assert.DirExists(t, dir+c.want)
+		}
+	})
+	// A job directory that is a symlink (someone squatting the next job's
+	// id) is not used: dumps go to the shared directory, and nothing is
+	// created where the link points.
+	t.Run("SquattedJobDirectory", func(t *testing.T) {
+		elsewhere := t.TempDir()
+		require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, "fr", "4246")))
+		got := exports(t, runScript(t, "prolog.sh", map[string]string{"SLURM_JOB_ID": "4246", "OTELCOL_GPU_SLURM_CONF": conf}))
+		assert.Equal(t, dir+"/fr/nccl_trace_rank_", got["TORCH_FR_DUMP_TEMP_FILE"])
+		entries, err := os.ReadDir(elsewhere)
+		require.NoError(t, err)
+		assert.Empty(t, entries, "nothing made through the link")
+	})
+	t.Run("JobIDNotAPlainName", func(t *testing.T) {
+		got := exports(t, runScript(t, "prolog.sh", map[string]string{"SLURM_JOB_ID": "../../etc", "OTELCOL_GPU_SLURM_CONF": conf}))
+		assert.Equal(t, dir+"/fr/nccl_trace_rank_", got["TORCH_FR_DUMP_TEMP_FILE"])
 	})
 	t.Run("DefaultsWithoutSiteConfig", func(t *testing.T) {
 		got := exports(t, runScript(t, "prolog.sh", map[string]string{
 			"SLURM_JOB_ID": "7", "OTELCOL_GPU_SLURM_CONF": filepath.Join(dir, "missing"),
 			"OTELCOL_GPU_INSPECTOR_PLUGIN": filepath.Join(dir, "not-installed.so"),
 		}))
-		assert.Equal(t, "/var/run/torch-fr/nccl_trace_rank_", got["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"])
+		assert.Regexp(t, `^/var/run/torch-fr/(7/0/)?nccl_trace_rank_$`, got["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"],
+			"the per-job directory where /var/run/torch-fr exists on this machine")
 		assert.NotContains(t, got, "NCCL_PROFILER_PLUGIN", "no plugin installed: no inspector")
 		assert.NotContains(t, got, "NCCL_INSPECTOR_ENABLE")
 	})
@@ -177,6 +215,29 @@ func TestEpilog(t *testing.T) {
 		assert.False(t, exists(filepath.Join(fr, "node1_nccl_trace_rank_0")))
 		assert.True(t, exists(filepath.Join(fr, "node1_nccl_trace_rank_2")), "still changing: left")
 		assert.True(t, exists(filepath.Join(fr, "unrelated.txt")))
+	})
+	// The job's own directory (the prolog's <fr>/<job>/<attempt>/): its read
+	// dumps go, then its emptied directories; another job's stay.
+	t.Run("JobDirectory", func(t *testing.T) {
+		fr, insp, _ := setup(t)
+		hourAgo := time.Now().Add(-time.Hour)
+		write := func(rel string, old bool) string {
+			path := filepath.Join(fr, rel)
+			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+			require.NoError(t, os.WriteFile(path, []byte("x"), 0o644))
+			if old {
+				require.NoError(t, os.Chtimes(path, hourAgo, hourAgo))
+			}
+			return path
+		}
+		read0 := write("4242/0/nccl_trace_rank_0", true)
+		changing := write("4242/1/nccl_trace_rank_1", false)
+		other := write("4243/0/nccl_trace_rank_0", true)
+		runScript(t, "epilog.sh", env(fr, insp, healthy.URL))
+		assert.NoFileExists(t, read0)
+		assert.NoDirExists(t, filepath.Dir(read0), "an emptied attempt directory is removed")
+		assert.FileExists(t, changing, "still changing: left")
+		assert.FileExists(t, other, "another job's dump")
 	})
 	t.Run("AgentDown", func(t *testing.T) {
 		fr, insp, files := setup(t)

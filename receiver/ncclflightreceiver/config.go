@@ -17,8 +17,10 @@ type Config struct {
 	Inspector      InspectorConfig      `mapstructure:"inspector"`
 	RAS            RASConfig            `mapstructure:"ras"`
 
-	// JobID is training.job.id on everything emitted (and part of every
-	// finding's deduplication key); default empty.
+	// JobID is training.job.id on what carries no job of its own: dumps
+	// directly in a flight_recorder directory (not below it, see
+	// flight_recorder::job_path), inspector records and RAS findings;
+	// default empty.
 	JobID string `mapstructure:"job_id"`
 	// HostName is host.name on everything emitted; default os.Hostname().
 	// Set it where the collector's own host name is not the node's (a
@@ -40,6 +42,13 @@ type FlightRecorderConfig struct {
 	// Patterns of dump file names. The rank is the trailing digits of the
 	// name (users put host names in the prefix).
 	Patterns []string `mapstructure:"patterns"`
+	// JobPath says where a dump's job and attempt are: the directory
+	// levels below each directory, {job}, {attempt}, * (any name) or a
+	// plain name, separated by /. Default {job}/{attempt}, the layout the
+	// Slurm prolog writes (TORCH_FR_DUMP_TEMP_FILE=<dir>/<job>/<attempt>/rank_).
+	// Dumps directly in a directory are of job_id; empty: only those are
+	// read. Two jobs' dumps are analysed apart.
+	JobPath string `mapstructure:"job_path"`
 	// Rank for dumps whose names carry none (TORCH_FR_DUMP_DYNAMIC_FILE_NAME);
 	// -1: unknown.
 	Rank int `mapstructure:"rank"`
@@ -93,6 +102,9 @@ func (cfg *Config) Validate() error {
 		if _, err := filepath.Match(p, ""); err != nil || p == "" {
 			errs = append(errs, fmt.Errorf("flight_recorder::patterns[%d]: %q is not a valid pattern", i, p))
 		}
+	}
+	if _, err := parseJobPath(fr.JobPath); err != nil {
+		errs = append(errs, fmt.Errorf("flight_recorder::job_path: %q %w", fr.JobPath, err))
 	}
 	if len(fr.Directories) > 0 && len(fr.Patterns) == 0 {
 		errs = append(errs, errors.New("flight_recorder::patterns: must not be empty"))

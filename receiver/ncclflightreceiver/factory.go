@@ -46,6 +46,7 @@ func createDefaultConfig() component.Config {
 		FlightRecorder: FlightRecorderConfig{
 			// The leading * admits the host-name prefix users give dumps.
 			Patterns:        []string{"*nccl_trace_rank_*", "*comm_lib_trace_rank_*", "*_dump_*"},
+			JobPath:         defaultJobPath,
 			Rank:            -1,
 			RescanInterval:  defaultRescanInterval,
 			SettleTime:      defaultSettleTime,

@@ -20,12 +20,12 @@ func TestMetadataConformance(t *testing.T) {
 		Metrics: func(t *testing.T) []pmetric.Metrics {
 			now := time.Now()
 			m := newCollectiveMetrics(now.Add(-time.Minute))
-			k := seriesKey{rank: 0, collective: "all_reduce", pg: "default_pg"}
+			k := seriesKey{job: "job", attempt: 1, hasAttempt: true, rank: 0, collective: "all_reduce", pg: "default_pg"}
 			m.duration(k, time.Millisecond)
 			m.bandwidth(k, 100)
 			m.notCompleted(k, false)
 			m.notCompleted(k, true)
-			md, ok := m.build("node-0", "job", "test", now)
+			md, ok := m.build("node-0", "test", now)
 			require.True(t, ok)
 			return []pmetric.Metrics{md}
 		},

@@ -19,8 +19,12 @@ const metricBusBandwidth = semconv.MetricNCCLCollectiveBusBandwidth
 // run from microseconds (small all-reduces) to the watchdog's minutes.
 var durationBounds = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600}
 
-// seriesKey is one (rank, collective, process group) series.
+// seriesKey is one (job, attempt, rank, collective, process group) series.
 type seriesKey struct {
+	// job and attempt: the resource; two jobs on one node have a rank 0 each.
+	job        string
+	attempt    int64
+	hasAttempt bool
 	rank       int
 	collective string
 	pg         string
@@ -90,20 +94,21 @@ func (m *collectiveMetrics) notCompleted(k seriesKey, timedOut bool) {
 
 // build returns the current values, one resource per rank, or false when
 // nothing changed since the last call.
-func (m *collectiveMetrics) build(host, job, version string, now time.Time) (pmetric.Metrics, bool) {
+func (m *collectiveMetrics) build(host, version string, now time.Time) (pmetric.Metrics, bool) {
 	if !m.dirty {
 		return pmetric.Metrics{}, false
 	}
 	m.dirty = false
 	ts := pcommon.NewTimestampFromTime(now)
 	md := pmetric.NewMetrics()
-	byRank := map[int]pmetric.MetricSlice{}
-	metricsOf := map[int]map[string]pmetric.Metric{}
-	get := func(rank int, name string, setup func(pmetric.Metric)) pmetric.Metric {
+	byRank := map[seriesKey]pmetric.MetricSlice{}
+	metricsOf := map[seriesKey]map[string]pmetric.Metric{}
+	get := func(k seriesKey, name string, setup func(pmetric.Metric)) pmetric.Metric {
+		rank := seriesKey{job: k.job, attempt: k.attempt, hasAttempt: k.hasAttempt, rank: k.rank} // the resource
 		ms, ok := byRank[rank]
 		if !ok {
 			rm := md.ResourceMetrics().AppendEmpty()
-			rankResource{host: host, job: job, rank: rank}.putTo(rm.Resource().Attributes())
+			rankResource{host: host, job: k.job, attempt: k.attempt, hasAttempt: k.hasAttempt, rank: k.rank}.putTo(rm.Resource().Attributes())
 			sm := rm.ScopeMetrics().AppendEmpty()
 			sm.Scope().SetName(metadata.ScopeName)
 			sm.Scope().SetVersion(version)
@@ -126,7 +131,7 @@ func (m *collectiveMetrics) build(host, job, version string, now time.Time) (pme
 	}
 	for _, k := range sortedKeys(m.durations) {
 		h := m.durations[k]
-		met := get(k.rank, semconv.MetricNCCLCollectiveDuration, func(met pmetric.Metric) {
+		met := get(k, semconv.MetricNCCLCollectiveDuration, func(met pmetric.Metric) {
 			met.SetDescription("Duration of collectives (CUDA events or the inspector's timing).")
 			met.SetUnit("s")
 			met.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
@@ -141,7 +146,7 @@ func (m *collectiveMetrics) build(host, job, version string, now time.Time) (pme
 		attrs(dp.Attributes(), k)
 	}
 	for _, k := range sortedKeys(m.busBW) {
-		met := get(k.rank, metricBusBandwidth, func(met pmetric.Metric) {
+		met := get(k, metricBusBandwidth, func(met pmetric.Metric) {
 			met.SetDescription("Bus bandwidth of the latest collective, as NCCL's inspector computes it.")
 			met.SetUnit("By/s")
 			met.SetEmptyGauge()
@@ -153,7 +158,7 @@ func (m *collectiveMetrics) build(host, job, version string, now time.Time) (pme
 	}
 	for name, counts := range map[string]map[seriesKey]int64{semconv.MetricNCCLCollectivesIncomplete: m.incomplete, semconv.MetricNCCLCollectivesTimedOut: m.timedOut} {
 		for _, k := range sortedKeys(counts) {
-			met := get(k.rank, name, func(met pmetric.Metric) {
+			met := get(k, name, func(met pmetric.Metric) {
 				met.SetDescription("Collectives a dump showed not completed (incomplete) or retired by the watchdog (timed_out).")
 				met.SetUnit("{collective}")
 				sum := met.SetEmptySum()
@@ -177,6 +182,12 @@ func sortedKeys[V any](m map[seriesKey]V) []seriesKey {
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
+		if a.job != b.job {
+			return a.job < b.job
+		}
+		if a.attempt != b.attempt {
+			return a.attempt < b.attempt
+		}
 		if a.rank != b.rank {
 			return a.rank < b.rank
 		}

@@ -57,6 +57,8 @@ type ncclReceiver struct {
 	tb     *metadata.TelemetryBuilder
 	host   string
 	now    func() time.Time
+	// jobPath: where a dump's job and attempt are in its path.
+	jobPath jobPath
 
 	nextTraces  consumer.Traces
 	nextMetrics consumer.Metrics
@@ -67,6 +69,7 @@ type ncclReceiver struct {
 	mu      sync.Mutex // everything below: the inputs run in their own goroutines
 	state   *persistedState
 	latest  map[string]map[int]*frdump.Dump // directory → rank → newest dump
+	jobs    map[string]jobRef               // directory → the job its dumps belong to
 	pending map[string]map[int64]*pendingEntry
 	metrics *collectiveMetrics
 	warned  map[string]bool // log-once keys
@@ -97,7 +100,12 @@ func newNCCLReceiver(cfg *Config, set receiver.Settings) (*ncclReceiver, error) 
 		return nil, err
 	}
 	host, _ := hostname.Resolve(cfg.HostName) // "" when unknown, as before
+	jp, err := parseJobPath(cfg.FlightRecorder.JobPath)
+	if err != nil { // Validate refused it already; a config built in code may not have been validated
+		return nil, fmt.Errorf("ncclflightreceiver: flight_recorder::job_path: %q %w", cfg.FlightRecorder.JobPath, err)
+	}
 	return &ncclReceiver{
+		jobPath: jp,
 		cfg:     cfg,
 		set:     set,
 		logger:  set.Logger,
@@ -107,6 +115,7 @@ func newNCCLReceiver(cfg *Config, set receiver.Settings) (*ncclReceiver, error) 
 		storage: storage.NewNopClient(),
 		state:   newPersistedState(),
 		latest:  map[string]map[int]*frdump.Dump{},
+		jobs:    map[string]jobRef{},
 		pending: map[string]map[int64]*pendingEntry{},
 		metrics: newCollectiveMetrics(time.Now()),
 		warned:  map[string]bool{},
@@ -151,6 +160,7 @@ func (r *ncclReceiver) Start(ctx context.Context, host component.Host) error {
 	r.run(func() { r.every(runCtx, r.cfg.FlightRecorder.RescanInterval, r.retry) })
 	if fr := r.cfg.FlightRecorder; len(fr.Directories) > 0 {
 		w := watch.New(watch.Options{Dirs: fr.Directories, Patterns: fr.Patterns, Rescan: fr.RescanInterval, Settle: fr.SettleTime,
+			Depth:   r.jobPath.depth(),
 			Refused: func(path string, err error) { r.refuseInput(runCtx, semconv.NCCLSourceFlightRecorder, path, err) }}, r.logger)
 		r.run(func() { _ = w.Run(runCtx, func(files []watch.File) { r.readDumps(runCtx, files) }) })
 		r.run(func() { r.every(runCtx, fr.IncompleteAfter/4, r.flushIncomplete) })
@@ -363,12 +373,14 @@ type emission struct {
 	ranks   map[string]*rankProgress           // copies of the ranks' progress
 	pending map[string]map[int64]*pendingEntry // copies of the ranks' pending entries
 	latest  map[string]map[int]*frdump.Dump    // directory → rank → newest dump
+	jobs    map[string]jobRef                  // directory → its job
 	record  []func()                           // metric updates
 }
 
 func newEmission() *emission {
 	return &emission{dumps: map[string]readVersion{}, ranks: map[string]*rankProgress{},
-		pending: map[string]map[int64]*pendingEntry{}, latest: map[string]map[int]*frdump.Dump{}}
+		pending: map[string]map[int64]*pendingEntry{}, latest: map[string]map[int]*frdump.Dump{},
+		jobs: map[string]jobRef{}}
 }
 
 // rank returns the batch's copy of a rank's progress and pending entries.
@@ -393,6 +405,7 @@ func (r *ncclReceiver) commit(tx *emission) {
 	maps.Copy(r.state.Dumps, tx.dumps)
 	maps.Copy(r.state.Ranks, tx.ranks)
 	maps.Copy(r.pending, tx.pending)
+	maps.Copy(r.jobs, tx.jobs)
 	for dir, ranks := range tx.latest {
 		if r.latest[dir] == nil {
 			r.latest[dir] = map[int]*frdump.Dump{}
@@ -435,6 +448,14 @@ func (r *ncclReceiver) readDump(ctx context.Context, td ptrace.Traces, tx *emiss
 		return "", false, false
 	}
 	delete(r.state.Poisoned, f.Path) // a new version is read
+	// The job first: a dump whose path names no valid job is not decoded.
+	ref, err := r.jobPath.resolve(r.rootOf(f.Path), f.Path, r.cfg.JobID)
+	if err != nil {
+		r.state.Dumps[f.Path] = readVersion{Key: key, At: unixNow(r.now)}
+		r.reject(ctx, semconv.NCCLSourceFlightRecorder, reasonBadJobPath, f.Path,
+			"the dump's directories name no valid job and attempt (flight_recorder::job_path), skipping it", zap.String("path", f.Path), zap.Error(err))
+		return "", false, true
+	}
 	defer r.decoding(ctx, f)()
 	data, err := watch.ReadFile(f.Path, r.cfg.FlightRecorder.MaxFileSize)
 	if safefile.Reason(err) != "" { // swapped for a symlink or FIFO since the watcher saw it
@@ -475,7 +496,8 @@ func (r *ncclReceiver) readDump(ctx context.Context, td ptrace.Traces, tx *emiss
 	r.tb.NcclflightDumpsRead.Add(ctx, 1)
 	dir = filepath.Dir(f.Path)
 	rank := r.rankOf(f.Path)
-	res := rankResource{host: r.host, job: r.cfg.JobID, rank: rank, worldSize: worldSize(dump)}
+	res := rankResource{host: r.host, job: ref.job, attempt: ref.attempt, hasAttempt: ref.fromPath, rank: rank, worldSize: worldSize(dump)}
+	tx.jobs[dir] = ref
 	r.emitEntries(tx, appendRankSpans(td, res, r.set.BuildInfo.Version), dir, res, dump)
 	if rank < 0 {
 		return dir, false, true
@@ -535,7 +557,7 @@ func (r *ncclReceiver) emitEntries(tx *emission, spans ptrace.SpanSlice, dir str
 
 // recordEntry adds an emitted operation to the metrics.
 func (r *ncclReceiver) recordEntry(res rankResource, e *frdump.Entry) {
-	k := seriesKey{rank: res.rank, collective: collectiveName(e.ProfilingName), pg: e.PGName}
+	k := seriesKey{job: res.job, attempt: res.attempt, hasAttempt: res.hasAttempt, rank: res.rank, collective: collectiveName(e.ProfilingName), pg: e.PGName}
 	switch {
 	case e.TimedOut():
 		r.metrics.notCompleted(k, true)
@@ -614,15 +636,16 @@ func (r *ncclReceiver) analyze(ctx context.Context, dir string) {
 	opts := analysis.DefaultOptions()
 	opts.StallAfter = r.cfg.FlightRecorder.StallAfter
 	report := analysis.Analyze(dumps, opts)
+	ref := r.jobs[dir]
 	var problems []problem
 	for _, f := range report.Findings {
-		key := r.cfg.JobID + "|" + dir + "|" + f.Key().String()
+		key := findingKey(ref, f.Key().String())
 		if _, done := r.state.Findings[key]; done {
 			continue
 		}
 		problems = append(problems, analysisProblem(f, key))
 	}
-	if r.consumeLogs(ctx, problems) != nil {
+	if r.consumeLogs(ctx, problems, ref) != nil {
 		r.reanalyze[dir] = true // reported again by retry
 		return
 	}
@@ -720,7 +743,7 @@ func (r *ncclReceiver) emitInspector(ctx context.Context, records []inspector.Re
 		if rec.Kind != inspector.KindCollective && rec.Kind != inspector.KindP2P {
 			continue
 		}
-		k := seriesKey{rank: rec.Rank, collective: rec.Op, pg: rec.CommID}
+		k := seriesKey{job: r.cfg.JobID, rank: rec.Rank, collective: rec.Op, pg: rec.CommID}
 		r.metrics.duration(k, rec.ExecTime)
 		if !isNaN(rec.BusBWGBs) {
 			r.metrics.bandwidth(k, rec.BusBWGBs)
@@ -780,7 +803,7 @@ func (r *ncclReceiver) pollRAS(ctx context.Context, c *ras.Client, previous []ra
 			severity: plog.SeverityNumberError,
 			attrs:    map[string]any{semconv.AttrNCCLCommID: f.Communicator, semconv.AttrNCCLRanks: ranks}})
 	}
-	if r.consumeLogs(ctx, problems) == nil { // else reported at the next poll: they persist
+	if r.consumeLogs(ctx, problems, jobRef{job: r.cfg.JobID}) == nil { // else reported at the next poll: they persist
 		for _, p := range problems {
 			r.state.Findings[p.key] = unixNow(r.now)
 		}
@@ -800,11 +823,14 @@ func (r *ncclReceiver) consumeTraces(ctx context.Context, td ptrace.Traces) erro
 
 // consumeLogs hands findings on; an error means they were refused and are
 // not recorded as reported.
-func (r *ncclReceiver) consumeLogs(ctx context.Context, problems []problem) error {
+func (r *ncclReceiver) consumeLogs(ctx context.Context, problems []problem, ref jobRef) error {
 	if r.nextLogs == nil || len(problems) == 0 {
 		return nil
 	}
-	ld := problemLogs(problems, r.host, r.cfg.JobID, r.set.BuildInfo.Version, r.now())
+	ld := problemLogs(problems, r.host, ref.job, r.set.BuildInfo.Version, r.now())
+	if ref.fromPath {
+		ld.ResourceLogs().At(0).Resource().Attributes().PutInt(semconv.AttrTrainingAttempt, ref.attempt)
+	}
 	if err := r.nextLogs.ConsumeLogs(ctx, ld); err != nil {
 		r.logger.Warn("ncclflightreceiver: findings refused by the logs pipeline; they will be reported again", zap.Int("findings", len(problems)), zap.Error(err))
 		return err
@@ -816,7 +842,7 @@ func (r *ncclReceiver) emitMetrics(ctx context.Context) {
 	if r.nextMetrics == nil {
 		return
 	}
-	md, changed := r.metrics.build(r.host, r.cfg.JobID, r.set.BuildInfo.Version, r.now())
+	md, changed := r.metrics.build(r.host, r.set.BuildInfo.Version, r.now())
 	if !changed {
 		return
 	}
@@ -894,4 +920,26 @@ func matchesAny(patterns []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// findingKey deduplicates a finding: the same on every node that finds it
+// (the gateway drops repeats), so it holds the job, the attempt and the
+// analysis' key, and no local path: agents mount the dump directory at
+// different paths.
+func findingKey(ref jobRef, analysisKey string) string {
+	return ref.job + "|" + strconv.FormatInt(ref.attempt, 10) + "|" + analysisKey
+}
+
+// rootOf returns the flight_recorder directory a dump was found in: the
+// longest one that holds its path.
+func (r *ncclReceiver) rootOf(path string) string {
+	root := filepath.Dir(path)
+	best := -1
+	for _, d := range r.cfg.FlightRecorder.Directories {
+		c := filepath.Clean(d)
+		if (strings.HasPrefix(path, c+string(filepath.Separator)) || c == string(filepath.Separator)) && len(c) > best {
+			root, best = c, len(c)
+		}
+	}
+	return root
 }

@@ -90,10 +90,14 @@ func p2pPeer(profilingName string) (int, bool) {
 
 // rankResource holds what all spans of one rank share.
 type rankResource struct {
-	host      string
-	job       string
-	rank      int
-	worldSize int
+	host string
+	job  string
+	// attempt is training.attempt when hasAttempt: the dump's path named it
+	// (flight_recorder::job_path).
+	attempt    int64
+	hasAttempt bool
+	rank       int
+	worldSize  int
 }
 
 func (r rankResource) putTo(m pcommon.Map) {
@@ -103,12 +107,25 @@ func (r rankResource) putTo(m pcommon.Map) {
 	if r.job != "" {
 		m.PutStr(semconv.AttrTrainingJobID, r.job)
 	}
+	if r.hasAttempt {
+		m.PutInt(semconv.AttrTrainingAttempt, r.attempt)
+	}
 	if r.rank >= 0 {
 		m.PutInt(semconv.AttrTrainingRank, int64(r.rank))
 	}
 	if r.worldSize > 0 {
 		m.PutInt(semconv.AttrTrainingWorldSize, int64(r.worldSize))
 	}
+}
+
+// traceJob is the job as trace and span ids hold it: a restarted attempt
+// counts its collectives from 1 again, so attempts after the first are part
+// of it (attempt 0 keeps the ids a job without attempts has).
+func (r rankResource) traceJob() string {
+	if r.attempt > 0 {
+		return r.job + "\x00attempt=" + strconv.FormatInt(r.attempt, 10)
+	}
+	return r.job
 }
 
 // newRankTraces starts a ptrace.Traces with the rank's resource and scope.
@@ -136,8 +153,8 @@ func entrySpan(span ptrace.Span, res rankResource, e *frdump.Entry) {
 	if e.IsP2P {
 		kind, seq = "p2p", e.P2PSeqID
 	}
-	span.SetTraceID(collectiveTraceID(res.job, e.PGName, kind, seq))
-	span.SetSpanID(spanID(res.job, res.rank, semconv.NCCLSourceFlightRecorder, e.PGName, e.RecordID))
+	span.SetTraceID(collectiveTraceID(res.traceJob(), e.PGName, kind, seq))
+	span.SetSpanID(spanID(res.traceJob(), res.rank, semconv.NCCLSourceFlightRecorder, e.PGName, e.RecordID))
 	span.SetName(e.ProfilingName)
 	span.SetKind(ptrace.SpanKindInternal)
 	start := e.TimeCreatedNs

@@ -15,7 +15,8 @@ type AgentAddrs struct {
 // AgentEnv is the environment of an agent binary on
 // distributions/agent/config.yaml that reads this simulated node: its
 // dcgm-exporter page, sysfs tree and flight-recorder dumps, exporting to the
-// broker. It makes stateDir/inspector (the NCCL inspector directory, empty)
+// broker. No job id: as the DaemonSet's agent, it takes each dump's job
+// from the dump's directory (FRDir/<job>/<attempt>/). It makes stateDir/inspector (the NCCL inspector directory, empty)
 // and stateDir/storage is the agent's storage. fast sets the 1 s collection intervals and
 // short waits the detection suites and the demo run with; without it the
 // config's defaults stay (the overhead measurement).
@@ -30,7 +31,6 @@ func (n NodeInputs) AgentEnv(broker, stateDir string, a AgentAddrs, fast bool) (
 	env := []string{
 		"KAFKA_BROKERS=" + broker,
 		"OTELCOL_GPU_HOST_NAME=" + n.Host,
-		"TRAINING_JOB_ID=" + n.JobID,
 		"GPU_SOURCE=exporter",
 		"DCGM_ENDPOINT=" + n.PageURL,
 		"GPU_KMSG=false",

@@ -134,12 +134,14 @@ func pipelineConfig(opts Options, jobs []*job, pageURL func(*node) string, otlpE
 				metricsIn = append(metricsIn, dcgm, ib)
 				logsIn = append(logsIn, dcgm)
 			}
-			if nd.frDir != "" {
+			if nd.frRoot != "" {
+				// No job_id: the receiver takes each dump's job from its
+				// directory, as the agent of a node that runs several jobs.
 				fr := "ncclflight/" + nd.host
 				receivers[fr] = map[string]any{
-					"job_id": j.id, "host_name": nd.host,
+					"host_name": nd.host,
 					"flight_recorder": map[string]any{
-						"directories": []string{nd.frDir}, "settle_time": "100ms", "rescan_interval": "1s",
+						"directories": []string{nd.frRoot}, "settle_time": "100ms", "rescan_interval": "1s",
 						"stall_after": stallAfter(opts.StepPeriod).String(),
 					},
 				}

@@ -36,7 +36,8 @@ func readDumpFile(t *testing.T, path string) (dumpFile, time.Time) {
 func withFRDirs(t *testing.T, j *job) {
 	dir := t.TempDir()
 	for _, nd := range j.nodes {
-		nd.frDir, nd.sysfsRoot = filepath.Join(dir, nd.host, "fr"), filepath.Join(dir, nd.host, "sys")
+		nd.frRoot, nd.sysfsRoot = filepath.Join(dir, nd.host, "fr"), filepath.Join(dir, nd.host, "sys")
+		nd.frDir = filepath.Join(nd.frRoot, j.id, "0") // layOutDumpDirs' layout
 	}
 }
 

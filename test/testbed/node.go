@@ -45,7 +45,13 @@ type node struct {
 	rng    *rand.Rand
 
 	sysfsRoot string
-	frDir     string
+	// frRoot is the node agent's flight-recorder directory; frDir is where
+	// the node's ranks dump: frRoot/<job>/<attempt>, the Slurm prolog's
+	// layout, from which the agent takes the job (flight_recorder::job_path).
+	// A job sharing another's nodes (share_nodes_with) dumps below that
+	// job's node's frRoot, and its own frRoot stays empty.
+	frRoot string
+	frDir  string
 	// entries per rank: the recorder's ring, newest last
 	fr map[int][]frEntry
 }

@@ -175,7 +175,7 @@ type NodeInputs struct {
 	GPUUUIDs  []string // by GPU index (Injection.GPU)
 	PageURL   string   // dcgm-exporter /metrics
 	SysfsRoot string   // holds class/infiniband
-	FRDir     string   // flight-recorder dumps
+	FRDir     string   // flight-recorder dumps, in FRDir/<job>/<attempt>/
 }
 
 // NewCluster lays out the selected scenarios' nodes and starts serving
@@ -209,8 +209,8 @@ func NewCluster(opts Options) (*Cluster, error) {
 		for _, nd := range j.nodes {
 			nd.sysfsRoot = filepath.Join(c.dir, nd.host, "sys")
 			if !opts.lightInputs() {
-				nd.frDir = filepath.Join(c.dir, nd.host, "fr")
-				if err := os.MkdirAll(nd.frDir, 0o755); err != nil {
+				nd.frRoot = filepath.Join(c.dir, nd.host, "fr")
+				if err := os.MkdirAll(nd.frRoot, 0o755); err != nil {
 					c.Close()
 					return nil, fmt.Errorf("testbed: %w", err)
 				}
@@ -223,8 +223,39 @@ func NewCluster(opts Options) (*Cluster, error) {
 		}
 		c.jobs = append(c.jobs, j)
 	}
+	if !opts.lightInputs() {
+		if err := c.layOutDumpDirs(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	c.pages = httptest.NewServer(mux)
 	return c, nil
+}
+
+// layOutDumpDirs gives every node's ranks their dump directory,
+// <agent's root>/<job>/0 (attempt 0: the testbed does not restart jobs). A
+// job that shares another's nodes (share_nodes_with, when both run) dumps
+// under that job's node n's root: one agent reads both jobs' dumps.
+func (c *Cluster) layOutDumpDirs() error {
+	byName := map[string]*job{}
+	for _, j := range c.jobs {
+		byName[j.sc.Name] = j
+	}
+	for _, j := range c.jobs {
+		host := byName[j.sc.ShareNodesWith]
+		for _, nd := range j.nodes {
+			root := nd.frRoot
+			if host != nil {
+				root = host.nodes[nd.index%len(host.nodes)].frRoot
+			}
+			nd.frDir = filepath.Join(root, j.id, "0")
+			if err := os.MkdirAll(nd.frDir, 0o755); err != nil {
+				return fmt.Errorf("testbed: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Close stops the pages and removes the cluster's files.
@@ -250,7 +281,7 @@ func (c *Cluster) Nodes() []NodeInputs {
 				uuids[g] = j.gpuUUID(nd.index, g)
 			}
 			out = append(out, NodeInputs{Host: nd.host, JobID: j.id, Index: nd.index, GPUUUIDs: uuids,
-				PageURL: c.pageURL(nd), SysfsRoot: nd.sysfsRoot, FRDir: nd.frDir})
+				PageURL: c.pageURL(nd), SysfsRoot: nd.sysfsRoot, FRDir: nd.frRoot})
 		}
 	}
 	return out

@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -66,6 +67,10 @@ type Scenario struct {
 	// MaxOtherFaults bounds the faults opened besides the expected ones
 	// (allowed ones included); nil: no bound.
 	MaxOtherFaults *int `yaml:"max_other_faults"`
+	// ShareNodesWith names a scenario whose nodes this job's ranks share
+	// for the flight recorder (issue 22): node n's ranks dump below that
+	// job's node n's dump directory, which one agent reads.
+	ShareNodesWith string `yaml:"share_nodes_with"`
 }
 
 // Overlap modes of the phase contract (scenarios.yaml: overlap).
@@ -164,6 +169,23 @@ func parseScenarios(doc []byte) ([]Scenario, error) {
 			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %q defined twice", s.Name))
 		}
 		seen[s.Name] = true
+	}
+	for i := range f.Scenarios {
+		s := &f.Scenarios[i]
+		if s.ShareNodesWith == "" {
+			continue
+		}
+		j := slices.IndexFunc(f.Scenarios, func(o Scenario) bool { return o.Name == s.ShareNodesWith })
+		switch {
+		case s.ShareNodesWith == s.Name:
+			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %q: share_nodes_with: itself", s.Name))
+		case j < 0:
+			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %q: share_nodes_with: no scenario %q", s.Name, s.ShareNodesWith))
+		case f.Scenarios[j].ShareNodesWith != "":
+			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %q: share_nodes_with: %q shares another's nodes itself", s.Name, s.ShareNodesWith))
+		case f.Scenarios[j].Nodes != s.Nodes:
+			errs = append(errs, fmt.Errorf("testbed: scenarios.yaml: scenario %q: share_nodes_with: %q has %d nodes, not %d", s.Name, s.ShareNodesWith, f.Scenarios[j].Nodes, s.Nodes))
+		}
 	}
 	return f.Scenarios, errors.Join(errs...)
 }

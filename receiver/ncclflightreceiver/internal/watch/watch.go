@@ -8,10 +8,12 @@ package watch // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +36,16 @@ type Options struct {
 	// directory), once until the name is gone or a regular file again. The
 	// error wraps safefile.ErrSymlink or safefile.ErrNotRegular.
 	Refused func(path string, err error)
+	// Depth is how many levels of subdirectories below each of Dirs are
+	// followed too (0: none): the per-job, per-attempt directories dumps
+	// are written to. Symlinked directories are not followed.
+	Depth int
 }
+
+// maxSubdirs bounds the subdirectories followed below one of Dirs: the
+// names are made by whoever can write there, and each costs a listing on
+// every rescan and a notification watch.
+const maxSubdirs = 4096
 
 // File is a complete file.
 type File struct {
@@ -80,6 +91,7 @@ type Watcher struct {
 	seen       map[string]*observation
 	refused    map[string]bool // matching names reported to Options.Refused
 	dirMissing map[string]bool
+	tooMany    map[string]bool // Dirs with more than maxSubdirs subdirectories, reported
 }
 
 // New returns a Watcher. Zero durations take 10 s (Rescan) and 1 s (Settle).
@@ -93,7 +105,8 @@ func New(opts Options, logger *zap.Logger) *Watcher {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Watcher{opts: opts, logger: logger, now: time.Now, seen: map[string]*observation{}, refused: map[string]bool{}, dirMissing: map[string]bool{}}
+	return &Watcher{opts: opts, logger: logger, now: time.Now, seen: map[string]*observation{}, refused: map[string]bool{}, dirMissing: map[string]bool{},
+		tooMany: map[string]bool{}}
 }
 
 // Run watches until ctx ends, calling ready (from this goroutine) with the
@@ -182,20 +195,12 @@ func (w *Watcher) rescan(fsw *fsnotify.Watcher, watched map[string]bool) {
 			w.logger.Info("ncclflightreceiver: directory readable again", zap.String("directory", dir))
 			delete(w.dirMissing, dir)
 		}
-		if fsw != nil && !watched[dir] {
-			if err := fsw.Add(dir); err == nil {
-				watched[dir] = true
-			}
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				continue // subdirectories are not followed (and not refused)
-			}
-			path := filepath.Join(dir, e.Name())
-			if w.matches(path) {
-				present[path] = true
-				w.observe(path)
-			}
+		subdirs := 0
+		w.list(fsw, watched, present, dir, entries, w.opts.Depth, &subdirs)
+		if subdirs > maxSubdirs && !w.tooMany[dir] {
+			w.logger.Warn(fmt.Sprintf("ncclflightreceiver: more than %d subdirectories below a dump directory; following the first %d only", maxSubdirs, maxSubdirs),
+				zap.String("directory", dir))
+			w.tooMany[dir] = true
 		}
 	}
 	for path := range w.seen {
@@ -206,6 +211,38 @@ func (w *Watcher) rescan(fsw *fsnotify.Watcher, watched map[string]bool) {
 	for path := range w.refused {
 		if !present[path] {
 			delete(w.refused, path)
+		}
+	}
+}
+
+// list watches dir, observes its matching files, and follows its
+// subdirectories down to depth more levels, at most maxSubdirs of them
+// (counted in subdirs) below one of Dirs.
+func (w *Watcher) list(fsw *fsnotify.Watcher, watched, present map[string]bool, dir string, entries []os.DirEntry, depth int, subdirs *int) {
+	if fsw != nil && !watched[dir] {
+		if err := fsw.Add(dir); err == nil {
+			watched[dir] = true
+		}
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if e.IsDir() { // a symlink to a directory is not one (DirEntry does not follow it)
+			if depth == 0 || strings.HasPrefix(e.Name(), ".") {
+				continue // not followed (and not refused)
+			}
+			if *subdirs++; *subdirs > maxSubdirs {
+				continue
+			}
+			sub, err := os.ReadDir(path)
+			if err != nil {
+				continue // gone, or not ours to read: the next rescan tries again
+			}
+			w.list(fsw, watched, present, path, sub, depth-1, subdirs)
+			continue
+		}
+		if w.matches(path) {
+			present[path] = true
+			w.observe(path)
 		}
 	}
 }
