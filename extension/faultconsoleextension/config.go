@@ -1,0 +1,133 @@
+package faultconsoleextension // import "github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the configuration.
+const (
+	defaultEndpoint          = "localhost:8787"
+	defaultMaxFaults         = 10000
+	defaultResolvedRetention = 24 * time.Hour
+	defaultMaxJobs           = 64
+	defaultHeatmapSteps      = 120
+	defaultMaxRanks          = 16384
+	defaultMaxHeatmapCells   = 8 << 20
+	// minTokenLen is the shortest bearer token accepted.
+	minTokenLen = 16
+)
+
+// Config is the configuration of the faultconsole extension. Worst-case
+// memory is about max_faults x 2 KiB plus max_heatmap_cells x 16 bytes
+// (README.md).
+type Config struct {
+	// Endpoint is the host:port the console listens on. Default
+	// localhost:8787; in a pod use 0.0.0.0:8787 (or the pod IP).
+	Endpoint string `mapstructure:"endpoint"`
+	// TokenFile is the file holding the bearer token every /api/ request
+	// must carry (leading and trailing white space ignored). Required; the
+	// token must be at least 16 bytes. Read at Start.
+	TokenFile string `mapstructure:"token_file"`
+	// TraceURL is an optional link template for a fault's trace; it must
+	// contain {trace_id} (e.g. http://tempo:3200/trace/{trace_id}).
+	TraceURL string `mapstructure:"trace_url"`
+	// LogsURL is an optional link template for a fault's logs; it must
+	// contain {fault_id}.
+	LogsURL string `mapstructure:"logs_url"`
+	// MaxFaults bounds the faults kept (open and resolved); beyond it the
+	// oldest resolved one, else the oldest open one, is forgotten. Default
+	// 10000.
+	MaxFaults int `mapstructure:"max_faults"`
+	// ResolvedRetention is how long a resolved fault is kept after its last
+	// record. Default 24h.
+	ResolvedRetention time.Duration `mapstructure:"resolved_retention"`
+	// MaxJobs bounds the (job, attempt) heatmaps kept; the least recently
+	// updated is forgotten. Default 64.
+	MaxJobs int `mapstructure:"max_jobs"`
+	// HeatmapSteps is how many of the latest steps each heatmap keeps.
+	// Default 120.
+	HeatmapSteps int `mapstructure:"heatmap_steps"`
+	// MaxRanks bounds the ranks of one heatmap; steps of further ranks are
+	// dropped. Default 16384.
+	MaxRanks int `mapstructure:"max_ranks"`
+	// MaxHeatmapCells bounds the cells (a rank in a step, 16 B each) of all
+	// heatmaps together; the least recently updated jobs are forgotten
+	// first. Default 8388608 (128 MiB): a 16384-rank job's 120 steps are
+	// 2 million cells.
+	MaxHeatmapCells int `mapstructure:"max_heatmap_cells"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// Validate checks the configuration. Messages name the key and the bad value.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if err := validateEndpoint(cfg.Endpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(cfg.TokenFile) == "" {
+		errs = append(errs, errors.New("token_file is required: name a file holding the bearer token (at least 16 bytes) that API clients must send"))
+	}
+	if err := validateTemplate("trace_url", cfg.TraceURL, "{trace_id}"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateTemplate("logs_url", cfg.LogsURL, "{fault_id}"); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.ResolvedRetention <= 0 {
+		errs = append(errs, fmt.Errorf("resolved_retention must be greater than 0, got %q", cfg.ResolvedRetention.String()))
+	}
+	for _, limit := range []struct {
+		key             string
+		value, smallest int
+	}{
+		{"max_faults", cfg.MaxFaults, 1},
+		{"max_jobs", cfg.MaxJobs, 1},
+		{"heatmap_steps", cfg.HeatmapSteps, 1},
+		{"max_ranks", cfg.MaxRanks, 1},
+		{"max_heatmap_cells", cfg.MaxHeatmapCells, 1},
+	} {
+		if limit.value < limit.smallest {
+			errs = append(errs, fmt.Errorf("%s must be at least %d, got %d", limit.key, limit.smallest, limit.value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return errors.New("endpoint must be host:port, got an empty string")
+	}
+	_, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return fmt.Errorf("endpoint must be host:port, got %q: %w", endpoint, err)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || (p == 0 && port != "0") {
+		return fmt.Errorf("endpoint %q: port %q is not a number from 0 to 65535", endpoint, port)
+	}
+	return nil
+}
+
+func validateTemplate(key, tmpl, placeholder string) error {
+	if tmpl == "" {
+		return nil
+	}
+	if !strings.Contains(tmpl, placeholder) {
+		return fmt.Errorf("%s %q must contain %s", key, tmpl, placeholder)
+	}
+	u, err := url.Parse(strings.ReplaceAll(tmpl, placeholder, "x"))
+	if err != nil {
+		return fmt.Errorf("%s %q is not a URL: %w", key, tmpl, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%s %q must be an http:// or https:// URL", key, tmpl)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package faultconsoleextension
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/internal/metadata"
+)
+
+func TestCreateDefaultConfig(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, componenttest.CheckConfigStruct(cfg))
+	assert.Equal(t, "localhost:8787", cfg.Endpoint)
+	assert.Equal(t, 10000, cfg.MaxFaults)
+	assert.Equal(t, 24*time.Hour, cfg.ResolvedRetention)
+	assert.Equal(t, 64, cfg.MaxJobs)
+	assert.Equal(t, 120, cfg.HeatmapSteps)
+	assert.Equal(t, 16384, cfg.MaxRanks)
+	// token_file has no default: the default configuration is incomplete.
+	require.ErrorContains(t, cfg.Validate(), "token_file is required")
+	cfg.TokenFile = "testdata/token"
+	require.NoError(t, cfg.Validate())
+}
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	withToken := createDefaultConfig().(*Config)
+	withToken.TokenFile = "/etc/otelcol-gpu/console-token"
+
+	tests := []struct {
+		name    string
+		want    *Config
+		wantErr string
+	}{
+		{name: "", want: withToken},
+		{
+			name: "custom",
+			want: &Config{
+				Endpoint: "0.0.0.0:9999", TokenFile: "/etc/otelcol-gpu/console-token",
+				TraceURL: "http://tempo:3200/trace/{trace_id}", LogsURL: "http://loki:3100/explore?fault={fault_id}",
+				MaxFaults: 100, ResolvedRetention: time.Hour, MaxJobs: 4, HeatmapSteps: 30, MaxRanks: 128, MaxHeatmapCells: 1 << 20,
+			},
+		},
+		{name: "no_token_file", wantErr: "token_file is required"},
+		{name: "bad_endpoint", wantErr: `endpoint must be host:port, got "localhost"`},
+		{name: "bad_port", wantErr: `endpoint "localhost:99999": port "99999" is not a number from 0 to 65535`},
+		{name: "trace_url_without_placeholder", wantErr: `trace_url "http://tempo:3200/trace/" must contain {trace_id}`},
+		{name: "logs_url_not_http", wantErr: `logs_url "ftp://logs/{fault_id}" must be an http:// or https:// URL`},
+		{name: "zero_retention", wantErr: `resolved_retention must be greater than 0, got "0s"`},
+		{name: "no_faults", wantErr: "max_faults must be at least 1, got 0"},
+		{name: "no_jobs", wantErr: "max_jobs must be at least 1, got 0"},
+		{name: "no_steps", wantErr: "heatmap_steps must be at least 1, got 0"},
+		{name: "negative_ranks", wantErr: "max_ranks must be at least 1, got -1"},
+		{name: "no_cells", wantErr: "max_heatmap_cells must be at least 1, got 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(component.NewIDWithName(metadata.Type, tt.name).String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}

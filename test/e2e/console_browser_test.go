@@ -1,0 +1,296 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/extension"
+
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoletest"
+)
+
+// The fault console's page in a real headless Chromium (Debian's chromium
+// package: apt-get install -y --no-install-recommends chromium).
+
+// chromiumNames are the browser binaries looked for on PATH, after
+// $CHROMIUM_PATH.
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+// chromium returns the browser's path; none fails the test (never skips).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM_PATH"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CHROMIUM_PATH=%s: %v", p, err)
+		}
+		return p
+	}
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("no Chromium found on PATH (looked for %s): install it with `apt-get install -y --no-install-recommends chromium` (make test-deps) or set CHROMIUM_PATH",
+		strings.Join(chromiumNames, ", "))
+	return ""
+}
+
+// consoleExpectations are what driveConsole checks the page shows.
+type consoleExpectations struct {
+	// FaultIDs are faults the Faults table must list.
+	FaultIDs []string
+	// Job is the job whose heatmap is checked; Ranks and Steps its size (0:
+	// any).
+	Job          string
+	Ranks, Steps int
+	// Stragglers are the cells ("rank:step") that must be marked with a
+	// straggler verdict, and no other.
+	Stragglers []string
+	// ResetBreaker: the breaker must show tripped, and is reset with
+	// Operator and Reason.
+	ResetBreaker     bool
+	Operator, Reason string
+}
+
+// driveConsole drives the page at baseURL: the API refuses a request
+// without the token; a wrong token shows an error; the token lists the
+// faults and draws the heatmap with the straggler cells marked (screenshots
+// of the page and of the heatmap go to screenshotDir); the tripped breaker
+// is reset with a reason and confirmation and the page then shows it
+// closed. The caller checks what reached its controller.
+func driveConsole(t *testing.T, baseURL, token, screenshotDir string, want consoleExpectations) {
+	t.Helper()
+	// The API without the token: 401.
+	resp, err := http.Get(baseURL + "/api/v1/faults")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API answered without the token")
+
+	var browserLog bytes.Buffer
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root in the test container
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1600, 1400),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.CombinedOutput(&browserLog),
+	)
+	defer cancelAlloc()
+	// A deadline only against a hang; each step polls.
+	ctx, cancelTime := context.WithTimeout(allocCtx, 5*time.Minute)
+	defer cancelTime()
+	ctx, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	defer func() {
+		if t.Failed() {
+			t.Logf("chromium output:\n%s", browserLog.String())
+		}
+	}()
+
+	poll := func(what, expr string) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(2*time.Minute), chromedp.WithPollingInterval(100*time.Millisecond)))
+		require.NoError(t, err, "waiting for %s (%s)", what, expr)
+	}
+	text := func(id string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id)))
+		require.NoError(t, err, "text of #%s", id)
+		return s
+	}
+
+	// A wrong token: the page says so.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(baseURL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token-input")),
+		chromedp.SendKeys(chromedp.ID("token-input"), "not-the-token-0000000000"),
+		chromedp.Click(chromedp.ID("token-submit")),
+	))
+	poll("the 401 error", `!document.getElementById("error").classList.contains("hidden") && document.getElementById("error").textContent.includes("401")`)
+	assert.Contains(t, text("error"), "refused")
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#faults-table tbody tr[data-fault-id]").length`))
+	require.NoError(t, err)
+	assert.Zero(t, n, "no fault is listed with a wrong token")
+
+	// The token: faults, heatmap.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.ID("token-input")),
+		chromedp.SendKeys(chromedp.ID("token-input"), token),
+		chromedp.Click(chromedp.ID("token-submit")),
+		chromedp.SetValue(chromedp.ID("operator-input"), want.Operator),
+	))
+	for _, id := range want.FaultIDs {
+		poll("fault "+id+" in #faults-table", fmt.Sprintf(`document.querySelector('#faults-table tr[data-fault-id=%q]') !== null`, id))
+	}
+	poll("the error banner to clear", `document.getElementById("error").classList.contains("hidden")`)
+
+	// Select the job (the newest is selected by default).
+	poll("the job in #job-select", fmt.Sprintf(`[...document.querySelectorAll("#job-select option")].some(o => o.value.split("\u0000")[0] === %q)`, want.Job))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const s = document.getElementById("job-select");
+		const o = [...s.options].find(o => o.value.split("\u0000")[0] === %q); s.value = o.value; s.dispatchEvent(new Event("change")); return true; })()`, want.Job)))
+	require.NoError(t, err)
+	cells := "> 0"
+	if want.Ranks > 0 && want.Steps > 0 {
+		cells = fmt.Sprintf("=== %d", want.Ranks*want.Steps)
+	}
+	poll("the heatmap's cells", fmt.Sprintf(`document.querySelector('#heatmap svg[data-job=%q]') !== null && document.querySelectorAll("#heatmap svg rect.cell").length %s`,
+		want.Job, cells))
+	marked, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#heatmap svg rect[data-verdict]:not([data-verdict=""])')].map(r => r.dataset.rank + ":" + r.dataset.step)`))
+	require.NoError(t, err)
+	slices.Sort(marked)
+	wantMarked := slices.Clone(want.Stragglers)
+	slices.Sort(wantMarked)
+	assert.Equal(t, wantMarked, marked, "cells marked with a straggler verdict")
+	markers, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#heatmap svg circle.marker").length`))
+	require.NoError(t, err)
+	assert.Equal(t, len(want.Stragglers), markers, "one marker per verdict cell")
+	outlined, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const r = document.querySelector('#heatmap svg rect.verdict'); return r ? getComputedStyle(r).stroke : ""; })()`))
+	require.NoError(t, err)
+	assert.Equal(t, "rgb(0, 0, 0)", outlined, "verdict cells are outlined")
+	// Straggler cells are red (compute far above the step's median), the
+	// others green.
+	hues, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...new Set([...document.querySelectorAll("#heatmap svg rect.cell")].map(r =>
+		(r.dataset.verdict ? "verdict " : "normal ") + (parseInt(r.getAttribute("fill").slice(4)) > 60 ? "green" : "red")))].sort()`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"normal green", "verdict red"}, hues)
+	legend, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("legend-verdict")))
+	require.NoError(t, err)
+	assert.Contains(t, legend, "straggler verdict")
+
+	// Screenshots.
+	full, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	saveScreenshot(t, screenshotDir, "console.png", full)
+	heat, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.ID("heatmap")))
+	require.NoError(t, err)
+	saveScreenshot(t, screenshotDir, "heatmap.png", heat)
+
+	if !want.ResetBreaker {
+		return
+	}
+	// Reset the breaker: reason, confirmation, then closed.
+	poll("the breaker tripped", `document.getElementById("breaker-state").textContent === "tripped" && !document.getElementById("breaker-reset").disabled`)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("breaker-reset")),
+		chromedp.WaitVisible(chromedp.ID("dialog-reason")),
+		chromedp.SendKeys(chromedp.ID("dialog-reason"), want.Reason),
+		chromedp.Click(chromedp.ID("dialog-ok")), // not confirmed yet: refused by the page
+	))
+	poll("the confirmation demand", `document.getElementById("dialog-error").textContent.includes("confirmation")`)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.ID("dialog-confirm")),
+		chromedp.Click(chromedp.ID("dialog-ok")),
+	))
+	poll("the breaker closed", `document.getElementById("breaker-state").textContent === "closed" && document.getElementById("dialog-backdrop").classList.contains("hidden")`)
+	poll("the reset in the breaker history", fmt.Sprintf(`document.getElementById("breaker-history").textContent.includes(%q)`, want.Reason))
+	full, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	saveScreenshot(t, screenshotDir, "console-after-reset.png", full)
+}
+
+// saveScreenshot checks data is a non-trivial PNG and writes it.
+func saveScreenshot(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(data))
+	require.NoError(t, err, "%s is not a PNG", name)
+	b := img.Bounds()
+	assert.Greater(t, b.Dx(), 200, "%s width", name)
+	assert.Greater(t, b.Dy(), 100, "%s height", name)
+	assert.Greater(t, len(data), 10_000, "%s is suspiciously small", name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	t.Logf("screenshot %s (%dx%d, %d bytes)", p, b.Dx(), b.Dy(), len(data))
+}
+
+// TestConsoleBrowser runs the page against the extension started in this
+// process with a recording controller: a 64-rank job with rank 17
+// straggling in steps 21-30 of 30.
+func TestConsoleBrowser(t *testing.T) {
+	const token = "browser-test-token-0123456789abcdef"
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+
+	f := faultconsoleextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*faultconsoleextension.Config)
+	cfg.Endpoint = "127.0.0.1:0"
+	cfg.TokenFile = tokenFile
+	cfg.TraceURL = "http://jaeger.local:16686/trace/{trace_id}"
+	cfg.LogsURL = "http://logs.local/select?fault={fault_id}"
+	require.NoError(t, cfg.Validate())
+	ext, err := f.Create(context.Background(), extension.Settings{
+		ID: component.NewID(f.Type()), TelemetrySettings: componenttest.NewNopTelemetrySettings(),
+		BuildInfo: component.BuildInfo{Command: "otelcol-gpu", Version: "e2e"},
+	}, cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	baseURL := "http://" + ext.(interface{ Addr() string }).Addr()
+
+	c := ext.(console.Console)
+	onset := time.Now().Add(-10 * time.Minute).UTC()
+	c.RecordFault(console.Fault{ID: "fr-straggler-17", Type: "straggler", Severity: "P3", State: console.StateOpen, Node: "node-02",
+		Job: "llama-64", Attempt: 0, Rank: 17, Step: 21, FirstSeen: onset, LastSeen: onset.Add(5 * time.Minute),
+		Summary: "rank 17 slower than its peers", Evidence: map[string]string{"score": "7.1", "compute_ms": "265"},
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Decision: "skipped", Reason: "stragglers are not remediated"})
+	c.RecordFault(console.Fault{ID: "fr-xid-79", Type: "xid_79", Severity: "P1", State: console.StateOpen, Node: "node-05", GPU: "GPU-5c3a",
+		Rank: -1, Step: -1, FirstSeen: onset.Add(-time.Hour), LastSeen: onset, Evidence: map[string]string{"xid": "79"},
+		Decision: "acted", Action: "cordon,taint", Reason: "P1 fault"})
+	var stragglers []string
+	for st := int64(1); st <= 30; st++ {
+		for r := int64(0); r < 64; r++ {
+			s := console.Step{Job: "llama-64", Step: st, Rank: r, Node: fmt.Sprintf("node-%02d", r/8),
+				Compute: time.Duration(140+(r*7+st*3)%12) * time.Millisecond, Duration: 180 * time.Millisecond}
+			if r == 17 && st >= 21 {
+				s.Compute, s.Verdict, s.Score = 265*time.Millisecond, "straggler", 7.1
+				stragglers = append(stragglers, fmt.Sprintf("%d:%d", r, st))
+			}
+			c.RecordStep(s)
+		}
+	}
+	ctrl := consoletest.New(console.Breaker{Tripped: true, Used: 5, Budget: 5, Window: time.Hour,
+		History: []console.BreakerEvent{{Time: onset, Event: "tripped"}}},
+		console.QuarantinedNode{Node: "node-05", FaultIDs: []string{"fr-xid-79"}, Actions: []string{"cordon", "taint"}, Reason: "P1 fault", Since: onset})
+	c.Attach(ctrl)
+
+	screenshots := os.Getenv("CONSOLE_SCREENSHOT_DIR")
+	if screenshots == "" {
+		screenshots = t.TempDir()
+	}
+	driveConsole(t, baseURL, token, screenshots, consoleExpectations{
+		FaultIDs: []string{"fr-straggler-17", "fr-xid-79"},
+		Job:      "llama-64", Ranks: 64, Steps: 30, Stragglers: stragglers,
+		ResetBreaker: true, Operator: "e2e-operator", Reason: "checked the fleet after the XID storm",
+	})
+
+	calls := ctrl.Calls()
+	require.Len(t, calls, 1, "one change reached the controller: %+v", calls)
+	assert.Equal(t, "ResetBreaker", calls[0].Method)
+	assert.Equal(t, "e2e-operator", calls[0].Operator.Name)
+	assert.Equal(t, "checked the fleet after the XID storm", calls[0].Operator.Reason)
+	assert.True(t, strings.HasPrefix(calls[0].Operator.Remote, "127.0.0.1:"), calls[0].Operator.Remote)
+}
