@@ -24,6 +24,9 @@ func (e *remediationExporter) record(entry audit.Entry) {
 		*e.holding = append(*e.holding, entry)
 		return
 	}
+	if e.capture != nil { // the console shows what a record's decision wrote
+		*e.capture = append(*e.capture, entry)
+	}
 	if e.audit == nil { // ConsumeLogs before Start (tests of the core only)
 		e.audit, _ = audit.Open(e.logger, "")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/k8s"
@@ -56,6 +57,13 @@ type Config struct {
 	// Decisions is the durable decision log shared by the replicas (Kafka);
 	// no brokers: off. README.md, "Replicas and the decision log".
 	Decisions DecisionsConfig `mapstructure:"decisions"`
+	// Console is the component ID of a fault console extension (for
+	// example faultconsole): the exporter shows it every fault record it
+	// decided and what it did, and offers it its controls (list and
+	// release quarantined nodes, read and reset the breaker, acknowledge a
+	// fault), each through the same rails and audit as its own decisions.
+	// Empty: none.
+	Console string `mapstructure:"console"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -219,6 +227,20 @@ func (cfg *Config) Validate() error {
 	if cfg.Backoff.Max < cfg.Backoff.Initial {
 		errs = append(errs, errors.New("backoff.max must be at least backoff.initial"))
 	}
+	if _, err := cfg.consoleID(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, cfg.Webhook.Validate(), cfg.Policy.Validate())
 	return errors.Join(errs...)
+}
+
+// consoleID parses console; the zero ID when it is empty (no console).
+func (cfg *Config) consoleID() (id component.ID, err error) {
+	if cfg.Console == "" {
+		return id, nil
+	}
+	if err := id.UnmarshalText([]byte(cfg.Console)); err != nil {
+		return id, fmt.Errorf("console: %q is not a component ID (type[/name], e.g. faultconsole): %w", cfg.Console, err)
+	}
+	return id, nil
 }

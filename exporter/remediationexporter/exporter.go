@@ -19,6 +19,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/policy"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
@@ -68,6 +69,22 @@ type remediationExporter struct {
 	// is the decision log's eviction count already added to them.
 	telemetry   *metadata.TelemetryBuilder
 	evictedSeen int64
+
+	// console is the fault console (nil: not configured), controller the
+	// controls offered to it (console.go). capture, while set, collects
+	// the audit entries written for the record being decided.
+	console    console.Console
+	controller *consoleController
+	capture    *[]audit.Entry
+	// breakerHistory: the breaker's trips and resets this exporter saw
+	// (bounded), breakerKnownTripped its state as last read.
+	breakerHistory      []console.BreakerEvent
+	breakerKnownTripped bool
+	// recentFaults: the fault ids recorded to the console, for
+	// acknowledgements of records the state keeps nothing of (bounded,
+	// oldest first in recentOrder).
+	recentFaults map[string]recentFault
+	recentOrder  []string
 }
 
 func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps dependencies) (*remediationExporter, error) {
@@ -93,7 +110,9 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		decisions:     deps.decisions,
 		replica:       deps.replica,
 		unpublished:   map[string]*unpublished{},
+		recentFaults:  map[string]recentFault{},
 	}
+	e.controller = &consoleController{e: e}
 	if e.leader == nil {
 		e.leader = alwaysLeader{}
 	}
@@ -121,8 +140,19 @@ func (e *remediationExporter) platformName() string {
 }
 
 // Start rebuilds the idempotency state from the audit file of earlier
-// lives, then opens it for appending.
-func (e *remediationExporter) Start(context.Context, component.Host) error {
+// lives, then opens it for appending, and offers its controls to the
+// console when one is configured.
+func (e *remediationExporter) Start(_ context.Context, host component.Host) error {
+	var cons console.Console
+	if e.cfg.Console != "" {
+		id, err := e.cfg.consoleID()
+		if err == nil {
+			cons, err = console.FromHost(host, id)
+		}
+		if err != nil {
+			return fmt.Errorf("remediationexporter: console: %w", err)
+		}
+	}
 	e.mu.Lock()
 	e.restoreFromAudit()
 	e.recordQuarantined() // the nodes an earlier life left quarantined
@@ -133,7 +163,11 @@ func (e *remediationExporter) Start(context.Context, component.Host) error {
 	}
 	e.mu.Lock()
 	e.audit = a
+	e.console = cons
 	e.mu.Unlock()
+	if cons != nil {
+		cons.Attach(e.controller)
+	}
 	// Leader election (the Kubernetes Lease) runs for the exporter's life.
 	if s, ok := e.leader.(interface{ Start(context.Context) error }); ok {
 		if err := s.Start(context.Background()); err != nil {
@@ -156,6 +190,11 @@ func (e *remediationExporter) Start(context.Context, component.Host) error {
 // (then it cancels their retries), and stops pending returns to service: those
 // nodes stay quarantined.
 func (e *remediationExporter) Shutdown(ctx context.Context) error {
+	// Start wrote e.console before anything ran concurrently; taking e.mu
+	// here would wait for the batch in flight past ctx.
+	if e.console != nil {
+		e.console.Detach(e.controller)
+	}
 	e.lifeMu.Lock()
 	e.closing = true
 	e.lifeMu.Unlock()
@@ -264,13 +303,27 @@ func (e *remediationExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) err
 						Reason: "not a correlator record: " + err.Error()})
 					continue
 				}
-				if err := e.decide(ctx, r); err != nil {
+				if err := e.decideShown(ctx, r); err != nil {
 					errs = append(errs, err)
 				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// decideShown decides r and, with a console, shows it the record and the
+// audit entries its decision wrote. Callers hold e.mu.
+func (e *remediationExporter) decideShown(ctx context.Context, r fault.Record) error {
+	if e.console == nil {
+		return e.decide(ctx, r)
+	}
+	var written []audit.Entry
+	e.capture = &written
+	err := e.decide(ctx, r)
+	e.capture = nil
+	e.recordToConsole(r, written)
+	return err
 }
 
 // nodeOf is the node a record's actions are for: host.name, or the key of a

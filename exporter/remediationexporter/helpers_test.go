@@ -119,6 +119,7 @@ type memBreaker struct {
 	nodes   map[string]bool
 	tripped bool
 	at      map[string]time.Time // when each node was admitted (Refund)
+	resets  int                  // Reset calls
 }
 
 func (b *memBreaker) Admit(_ context.Context, node string, now time.Time) (bool, error) {
@@ -146,7 +147,14 @@ func (b *memBreaker) Reset(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tripped, b.nodes = false, map[string]bool{}
+	b.resets++
 	return nil
+}
+
+func (b *memBreaker) State(context.Context, time.Time) (actuator.BreakerState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return actuator.BreakerState{Tripped: b.tripped, Used: len(b.nodes), Budget: b.budget, Window: time.Hour}, nil
 }
 
 type flagLeader struct {
@@ -306,13 +314,16 @@ type harness struct {
 	logs     *observer.ObservedLogs
 	// metrics reads the exporter's own telemetry (telemetry_test.go).
 	metrics *sdkmetric.ManualReader
+	// console is the fault console the exporter finds when its config
+	// names one (console_test.go).
+	console *recordingConsole
 }
 
 type harnessOpt func(*Config, *dependencies)
 
 func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	t.Helper()
-	h := &harness{t: t, platform: newMemPlatform(1000), clock: newFakeClock(), hook: &hook{}}
+	h := &harness{t: t, platform: newMemPlatform(1000), clock: newFakeClock(), hook: &hook{}, console: &recordingConsole{}}
 	srv := httptest.NewServer(h.hook)
 	t.Cleanup(srv.Close)
 	cfg := createDefaultConfig().(*Config)
@@ -337,7 +348,7 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	set.MeterProvider = mp
 	exp, err := newRemediationExporter(cfg, set, deps)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, exp.Start(context.Background(), consoleHost(cfg, h.console)))
 	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
 	h.exp = exp
 	return h

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.uber.org/zap"
@@ -118,12 +119,19 @@ func actingConfig(t *testing.T, hookURL string) *Config {
 // the collector does, starts it and shuts it down at the end of the test.
 func startFromFactory(t *testing.T, cfg *Config) *remediationExporter {
 	t.Helper()
+	return startFromFactoryOn(t, cfg, componenttest.NewNopHost())
+}
+
+// startFromFactoryOn is startFromFactory on host (console_*_test.go: a host
+// with a fault console).
+func startFromFactoryOn(t *testing.T, cfg *Config, host component.Host) *remediationExporter {
+	t.Helper()
 	require.NoError(t, cfg.Validate())
 	set := exportertest.NewNopSettings(metadata.Type)
 	set.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	exp, err := NewFactory().CreateLogs(context.Background(), set, cfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, exp.Start(context.Background(), host))
 	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
 	re, ok := exp.(*remediationExporter)
 	require.True(t, ok, "the factory builds a *remediationExporter")

@@ -100,6 +100,7 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 	tripped, err := timedCall(e, opBreakerTripped, breaker.Tripped)(ctx)
 	if err == nil {
 		e.recordBreaker(ctx, tripped)
+		e.breakerRead(tripped, "")
 	}
 	if err == nil && tripped {
 		e.watchBreaker()
@@ -112,6 +113,7 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 			// This quarantine spent the budget: the breaker trips here.
 			tripped = true
 			e.recordBreaker(ctx, true)
+			e.breakerTrippedHere(node)
 			e.watchBreaker()
 			e.telemetry.RemediationBreakerTrips.Add(context.WithoutCancel(ctx), 1, metric.WithAttributeSet(
 				attribute.NewSet(attribute.String(metadata.TelemetryAttrPlatform, e.platformName()))))

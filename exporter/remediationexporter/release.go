@@ -2,6 +2,7 @@ package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/export
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -99,41 +100,61 @@ func (e *remediationExporter) releaseAfterWindow(name string, window *releaseTim
 		return // cancelled meanwhile
 	}
 	delete(e.releaseTimers, name)
-	entry := audit.Entry{Step: stepRelease, Node: name, Platform: e.platformName(), Actions: actionNames(rel.Actions),
-		FaultID: strings.Join(rel.FaultIDs, ",")}
 	// The node count changes with the release's outcome.
 	defer e.recordQuarantined()
+	entry := audit.Entry{Step: stepRelease, Node: name, Platform: e.platformName(), Actions: actionNames(rel.Actions),
+		FaultID: strings.Join(rel.FaultIDs, ",")}
+	_, _, _ = e.releaseNode(e.lifeCtx, rel, entry, "resolved: "+strings.Join(rel.FaultIDs, ","))
+}
+
+// errNotLeader refuses a console's change on a replica that is not the
+// leader: the leader's console acts.
+var errNotLeader = errors.New("remediationexporter: not the leader: ask the leader's console")
+
+// releaseNode returns a node the exporter holds to service: the one path of
+// the automatic release (the verification window's end) and a human's
+// (the console). The rails: the leader acts, a dry run only audits, the
+// platform's Release gets every fault id of rel so that its ownership rules
+// apply (a node someone else took over is left alone), retried; each
+// outcome is audited (entry, prefilled) and counted. released reports that
+// the exporter no longer holds the node (returned to service, would be in a
+// dry run, or no longer ours); detail is what was done. Callers hold e.mu.
+func (e *remediationExporter) releaseNode(ctx context.Context, rel lifecycle.Release, entry audit.Entry, why string) (released bool, detail string, err error) {
+	name := rel.Node
 	if !e.leader.IsLeader() {
 		e.record(withDecision(entry, audit.DecisionSkipped, "not the leader: the node stays quarantined"))
-		e.countDecision(e.lifeCtx, actionRelease, outcomeSkipped, "")
-		return
+		e.countDecision(ctx, actionRelease, outcomeSkipped, "")
+		return false, "", errNotLeader
 	}
 	// Every fault of ours goes with the request: the platform may know the
 	// quarantine under any one of them (Slurm's reason names only the first).
-	req := actuator.Request{Node: name, FaultID: rel.FaultIDs[0], FaultIDs: rel.FaultIDs, Actions: rel.Actions,
-		Reason: "resolved: " + strings.Join(rel.FaultIDs, ",")}
+	req := actuator.Request{Node: name, FaultID: rel.FaultIDs[0], FaultIDs: rel.FaultIDs, Actions: rel.Actions, Reason: why}
 	if e.cfg.DryRun || e.platform == nil {
-		e.record(withDecision(entry, audit.DecisionDryRun, fmt.Sprintf("would call Release on %s: node=%s actions=[%s]",
-			e.platformName(), name, strings.Join(entry.Actions, ","))))
+		detail = fmt.Sprintf("would call Release on %s: node=%s actions=[%s]", e.platformName(), name, strings.Join(entry.Actions, ","))
+		e.record(withDecision(entry, audit.DecisionDryRun, detail))
 		e.state.Released(name, e.clock.Now())
-		e.countDecision(e.lifeCtx, actionRelease, outcomeDryRun, "")
-		return
+		e.countDecision(ctx, actionRelease, outcomeDryRun, "")
+		return true, detail, nil
 	}
-	res, attempts, err := e.retry(e.lifeCtx, timedCall(e, opRelease, func(ctx context.Context) (actuator.Result, error) { return e.platform.Release(ctx, req) }))
+	res, attempts, err := e.retry(ctx, timedCall(e, opRelease, func(ctx context.Context) (actuator.Result, error) { return e.platform.Release(ctx, req) }))
 	entry.Attempts, entry.Outcome = attempts, string(res.Outcome)
 	switch {
 	case err != nil:
 		// Stays quarantined: safe. A human (or the next resolved fault on
 		// the node) takes it from here.
 		e.record(withDecision(entry, audit.DecisionFailed, err.Error()))
-		e.countDecision(e.lifeCtx, actionRelease, outcomeFailed, "")
+		e.countDecision(ctx, actionRelease, outcomeFailed, "")
+		return false, "", fmt.Errorf("remediationexporter: release %s: %w", name, err)
 	case res.Outcome == actuator.Applied || res.Outcome == actuator.AlreadyDone:
 		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
 		e.state.Released(name, e.clock.Now())
-		e.countDecision(e.lifeCtx, actionRelease, outcomeActed, "")
+		e.countDecision(ctx, actionRelease, outcomeActed, "")
+		return true, string(res.Outcome) + ": " + res.Detail, nil
 	default: // not ours any more (a human took over): forget it, touch nothing
-		e.record(withDecision(entry, audit.DecisionSkipped, string(res.Outcome)+": "+res.Detail))
+		detail = string(res.Outcome) + ": " + res.Detail
+		e.record(withDecision(entry, audit.DecisionSkipped, detail))
 		e.state.Released(name, e.clock.Now())
-		e.countDecision(e.lifeCtx, actionRelease, outcomeRefused, railOf(res.Outcome))
+		e.countDecision(ctx, actionRelease, outcomeRefused, railOf(res.Outcome))
+		return true, detail, nil
 	}
 }

@@ -65,6 +65,8 @@ func (e *remediationExporter) restore(entry audit.Entry) {
 	case entry.Step == stepWebhook && done && entry.Rule != "" && entry.State != string(fault.StateResolved):
 		// A rule names a fault's own webhook (not the breaker's page).
 		e.state.RestoreWebhook(entry.FaultID, entry.Node, fault.Severity(entry.Severity), entry.Time)
+	case entry.Step == stepBreaker:
+		e.restoreBreakerEvent(entry)
 	case entry.Step == stepRelease && entry.Node != "" &&
 		(done || (entry.Decision == audit.DecisionSkipped && entry.Outcome != "")):
 		// Returned to service, or no longer ours (a human took over).

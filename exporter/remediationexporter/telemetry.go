@@ -131,6 +131,7 @@ func (e *remediationExporter) pollBreaker(w *releaseTimer) {
 	tripped, err := timedCall(e, opBreakerTripped, e.platform.Breaker().Tripped)(ctx)
 	if err == nil {
 		e.recordBreaker(ctx, tripped)
+		e.breakerRead(tripped, "")
 	}
 	if err != nil || tripped {
 		e.watchBreaker()

@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/straggler"
 )
 
@@ -70,6 +72,11 @@ type Config struct {
 	// StageGap: without training.pp_stage, rank levels further apart than
 	// this fraction separate inferred groups. Default 0.15.
 	StageGap float64 `mapstructure:"stage_gap"`
+
+	// Console is the component ID of a fault console extension (for
+	// example faultconsole) that gets every rank's judged step for its
+	// heatmap; empty: none.
+	Console string `mapstructure:"console"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -136,5 +143,19 @@ func (cfg *Config) Validate() error {
 	if cfg.PersistenceK > 0 && cfg.PersistenceN > 0 && cfg.PersistenceK > cfg.PersistenceN {
 		errs = append(errs, fmt.Errorf("persistence_k: %d must not exceed persistence_n %d", cfg.PersistenceK, cfg.PersistenceN))
 	}
+	if _, err := cfg.consoleID(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// consoleID parses console; the zero ID when it is empty (no console).
+func (cfg *Config) consoleID() (id component.ID, err error) {
+	if cfg.Console == "" {
+		return id, nil
+	}
+	if err := id.UnmarshalText([]byte(cfg.Console)); err != nil {
+		return id, fmt.Errorf("console: %q is not a component ID (type[/name], e.g. faultconsole): %w", cfg.Console, err)
+	}
+	return id, nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stragglerprocessor/internal/metadata"
@@ -84,9 +85,25 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 		if verdict != "" {
 			appendVerdict(td, st, ids, &st.records[i], res.Score, verdict, flag, onset)
 		}
+		if p.console != nil {
+			p.recordStep(st, &st.records[i], res.Score, verdict)
+		}
 	}
 	st.records, st.seen = nil, rankSet{}
 	eff.out = append(eff.out, td)
+}
+
+// recordStep gives the console one rank's judged step: the signal the
+// test compared (compute), the rank span's duration and its verdict ("":
+// none) and score. The console never blocks (console.Console), so this
+// runs under p.mu, in rank order, as the step is decided.
+func (p *stragglerProcessor) recordStep(st *openStep, r *rankRecord, score float64, verdict string) {
+	var dur time.Duration
+	if r.end > r.start {
+		dur = time.Duration(min(uint64(r.end-r.start), math.MaxInt64))
+	}
+	p.console.RecordStep(console.Step{Job: st.job.key.job, Attempt: st.job.key.attempt, Step: st.step, Rank: r.rank,
+		Node: r.host, Compute: r.compute, Duration: dur, Verdict: verdict, Score: score})
 }
 
 // stepIDs are the contract's ids of a step (internal/steprecord).

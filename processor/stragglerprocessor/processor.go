@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/steprecord"
@@ -208,6 +209,10 @@ type stragglerProcessor struct {
 	uses     uint64                 // counter behind jobState.lastUsed and openStep.seq
 	samples  []straggler.RankSample // DecideStep's input, reused from step to step
 
+	// console gets every rank's judged step (nil: not configured); set by
+	// Start before the first span.
+	console console.Console
+
 	loop periodic.Loop // the background flush, emission or evaluation
 }
 
@@ -231,7 +236,20 @@ func (p *stragglerProcessor) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: true}
 }
 
-func (p *stragglerProcessor) Start(context.Context, component.Host) error {
+func (p *stragglerProcessor) Start(_ context.Context, host component.Host) error {
+	id, err := p.cfg.consoleID()
+	if err != nil {
+		return fmt.Errorf("stragglerprocessor: %w", err)
+	}
+	if p.cfg.Console != "" {
+		c, err := console.FromHost(host, id)
+		if err != nil {
+			return fmt.Errorf("stragglerprocessor: console: %w", err)
+		}
+		p.mu.Lock()
+		p.console = c
+		p.mu.Unlock()
+	}
 	p.loop.Start(min(flushEvery, p.cfg.DecisionWait), func(ctx context.Context) { p.flush(ctx, false) })
 	return nil
 }

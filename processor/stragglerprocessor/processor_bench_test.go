@@ -8,8 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 )
 
 // benchSpans pushes rank step spans through the processor in batches of
@@ -77,9 +80,38 @@ func setStep(td ptrace.Traces, step int64) {
 // passing the batch on. Rewriting the batch's step number between ops is
 // not timed. The processor works on the calling goroutine, so -cpu 1
 // gives the CPU on one core (garbage collection included).
-func BenchmarkDecide16384Ranks(b *testing.B) {
+func BenchmarkDecide16384Ranks(b *testing.B) { benchDecide(b, false) }
+
+// BenchmarkDecide16384RanksConsole is BenchmarkDecide16384Ranks with a
+// console configured: 16,384 RecordStep calls per decision, into a console
+// that keeps only the last step given (a real console keeps a bounded
+// heatmap).
+func BenchmarkDecide16384RanksConsole(b *testing.B) { benchDecide(b, true) }
+
+// lastStepConsole is a console.Console that keeps the last step only.
+type lastStepConsole struct {
+	recordingConsole
+	last console.Step
+	n    int
+}
+
+func (c *lastStepConsole) RecordStep(s console.Step) {
+	c.mu.Lock()
+	c.last = s
+	c.n++
+	c.mu.Unlock()
+}
+
+func benchDecide(b *testing.B, withConsole bool) {
 	const ranks = 16384
 	h := newHarnessTo(b, defaultConfig(), consumertest.NewNop())
+	var lc *lastStepConsole
+	if withConsole {
+		lc = &lastStepConsole{}
+		h.p.cfg.Console = consoleID.String()
+		require.NoError(b, h.p.Start(context.Background(), extHost{ext: map[component.ID]component.Component{consoleID: lc}}))
+		b.Cleanup(func() { require.NoError(b, h.p.Shutdown(context.Background())) })
+	}
 	ctx := context.Background()
 	td := stepBatch(ranks, 0, ranks)
 	require.NoError(b, h.p.ConsumeTraces(ctx, td)) // the job's strings interned, as in a running job
@@ -96,6 +128,9 @@ func BenchmarkDecide16384Ranks(b *testing.B) {
 		b.Fatalf("steps not decided: %d open", h.p.live)
 	}
 	b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/decision")
+	if lc != nil && lc.n != (b.N+1)*ranks {
+		b.Fatalf("console got %d steps, want %d", lc.n, (b.N+1)*ranks)
+	}
 }
 
 // heapAfterGC is the live heap after a full collection.

@@ -145,6 +145,22 @@ type Breaker interface {
 	Tripped(ctx context.Context) (bool, error)
 	// Reset clears the tripped flag and the window (a human's action).
 	Reset(ctx context.Context) error
+	// State reads the breaker at now and changes nothing: for the fault
+	// console.
+	State(ctx context.Context, now time.Time) (BreakerState, error)
+}
+
+// BreakerState is what a breaker holds, as State read it.
+type BreakerState struct {
+	Tripped bool
+	// TrippedAt and Detail: when and why it tripped (zero and "" when it
+	// is not tripped, or the platform does not keep them).
+	TrippedAt time.Time
+	Detail    string
+	// Used of Budget quarantines count within Window (Budget 0: unknown).
+	Used   int
+	Budget int
+	Window time.Duration
 }
 
 // Leader says whether this replica is the one active remediator.

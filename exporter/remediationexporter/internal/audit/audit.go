@@ -31,7 +31,7 @@ type Entry struct {
 	Time      time.Time `json:"time"`
 	Decision  string    `json:"decision"`
 	Reason    string    `json:"reason,omitempty"`
-	Step      string    `json:"step"` // quarantine, release, webhook, record
+	Step      string    `json:"step"` // quarantine, release, webhook, record, breaker, acknowledge
 	FaultID   string    `json:"fault.id,omitempty"`
 	FaultType string    `json:"fault.type,omitempty"`
 	State     string    `json:"fault.state,omitempty"`
@@ -46,6 +46,14 @@ type Entry struct {
 	// entry belongs to, and the replica that made it (decision log on).
 	DecisionKey string `json:"decision.key,omitempty"`
 	Replica     string `json:"replica,omitempty"`
+	// Event, on breaker entries: tripped or reset.
+	Event string `json:"event,omitempty"`
+	// Operator, OperatorRemote and OperatorReason: who asked for the change
+	// through the fault console (the name the client declared), from
+	// where, and why; empty for the exporter's own decisions.
+	Operator       string `json:"operator,omitempty"`
+	OperatorRemote string `json:"operator.remote,omitempty"`
+	OperatorReason string `json:"operator.reason,omitempty"`
 }
 
 // Log writes entries. Safe for concurrent use.
@@ -110,6 +118,13 @@ func (l *Log) Record(e Entry) error {
 	}
 	if e.DecisionKey != "" {
 		fields = append(fields, zap.String("decision.key", e.DecisionKey), zap.String("replica", e.Replica))
+	}
+	if e.Event != "" {
+		fields = append(fields, zap.String("event", e.Event))
+	}
+	if e.Operator != "" || e.OperatorRemote != "" {
+		fields = append(fields, zap.String("operator", e.Operator), zap.String("operator.remote", e.OperatorRemote),
+			zap.String("operator.reason", e.OperatorReason))
 	}
 	msg := "remediation " + e.Decision + ": " + e.Step
 	if e.Decision == DecisionFailed {

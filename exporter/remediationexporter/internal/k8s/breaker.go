@@ -108,6 +108,29 @@ func (b *Breaker) Reset(ctx context.Context) error {
 	})
 }
 
+// State implements actuator.Breaker: the nodes admitted within the window
+// before now, of the budget the GPU nodes allow.
+func (b *Breaker) State(ctx context.Context, now time.Time) (actuator.BreakerState, error) {
+	_, st, err := b.read(ctx)
+	if err != nil {
+		return actuator.BreakerState{}, err
+	}
+	st.prune(now.Add(-b.cfg.Window)) // a copy: nothing is written
+	out := actuator.BreakerState{Tripped: st.Tripped, Used: len(st.Window), Window: b.cfg.Window}
+	if st.Tripped {
+		if st.TrippedAt != nil {
+			out.TrippedAt = *st.TrippedAt
+		}
+		if st.TrippedBy != "" {
+			out.Detail = "admitting " + st.TrippedBy + " would have exceeded the budget"
+		}
+	}
+	if out.Budget, err = b.budget(ctx); err != nil {
+		return actuator.BreakerState{}, err
+	}
+	return out, nil
+}
+
 // budget is max_share of the GPU nodes, at least one.
 func (b *Breaker) budget(ctx context.Context) (int, error) {
 	gpuNodes, _, err := b.gpu.count(ctx, b.client)

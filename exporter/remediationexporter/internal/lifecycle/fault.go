@@ -81,6 +81,9 @@ func (s *State) Quarantined(id, node string, actions []actuator.Action, held boo
 	}
 	n := s.node(node)
 	fs.ours = true
+	if len(n.ourFaults) == 0 {
+		n.since = fs.lastRecord
+	}
 	n.ourFaults[id] = struct{}{}
 	n.actions = addActions(n.actions, actions)
 	if holdReason != "" && n.hold == "" {

@@ -149,5 +149,27 @@ func (s *State) Released(node string, at time.Time) {
 	n.ourFaults = map[string]struct{}{}
 	n.actions = nil
 	n.releaseFaults = nil
+	n.since = time.Time{}
 	n.lastRelease = at
+}
+
+// BeginManualRelease is a human's release of node: every fault the
+// exporter holds it for, open or resolved, goes with it. It returns false
+// when the exporter does not hold the node. Nothing changes until
+// Released (a pending verification window stays until then).
+func (s *State) BeginManualRelease(node string) (Release, bool) {
+	n := s.nodes[node]
+	if n == nil || len(n.ourFaults) == 0 {
+		return Release{}, false
+	}
+	return Release{Node: node, FaultIDs: sortedKeys(n.ourFaults), Actions: slices.Clone(n.actions)}, true
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

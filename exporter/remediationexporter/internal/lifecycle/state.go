@@ -38,6 +38,9 @@ type nodeState struct {
 	lastRelease    time.Time
 	releasePending bool     // in its verification window
 	releaseFaults  []string // the faults the pending release lets go of
+	// since: when the exporter took the node (the record that made its
+	// first fault of ours; zero once released).
+	since time.Time
 }
 
 // State is the exporter's memory of faults and nodes. Not safe for

@@ -27,7 +27,8 @@ const (
 	// TelemetryAttrPlatform is the platform's name (kubernetes, slurm).
 	TelemetryAttrPlatform = "platform"
 	// TelemetryAttrOperation is the platform call: check, quarantine,
-	// release, breaker_tripped, breaker_admit, breaker_refund.
+	// release, breaker_tripped, breaker_admit, breaker_refund, breaker_state,
+	// breaker_reset.
 	TelemetryAttrOperation = "operation"
 )
 
@@ -91,7 +92,7 @@ var (
 		Description: "Decided keys forgotten over decisions.max_keys.",
 		Unit:        "{key}", Stability: component.StabilityLevelDevelopment}
 	decisions = telemetry.Instrument{Name: "otelcol_remediation_decisions",
-		Description: "Quarantine and release decisions, by action, outcome (acted, dry_run, refused, skipped, failed) and, when refused, rail.",
+		Description: "Quarantine, release and breaker reset decisions, by action, outcome (acted, dry_run, refused, skipped, failed) and, when refused, rail.",
 		Unit:        "{decision}", Stability: component.StabilityLevelDevelopment}
 	callDuration = telemetry.Instrument{Name: "otelcol_remediation_platform_call_duration_seconds",
 		Description: "Latency of each platform call attempt, by platform and operation.",

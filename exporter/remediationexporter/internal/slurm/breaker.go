@@ -83,9 +83,38 @@ func (b *Breaker) Admit(ctx context.Context, node string, now time.Time) (bool, 
 	if state.Tripped {
 		return false, nil
 	}
-	nodes, err := b.transport.nodes(ctx)
+	counted, total, err := b.count(ctx, state, now, true)
 	if err != nil {
 		return false, err
+	}
+	if counted[node] {
+		return true, nil
+	}
+	limit := b.limit(total)
+	if len(counted)+1 > limit {
+		state = breakerState{
+			Tripped:   true,
+			TrippedAt: now,
+			ResetAt:   state.ResetAt,
+			Detail:    fmt.Sprintf("%d of %d nodes drained by this exporter within %s (limit %d); refused %s", len(counted), total, b.window, limit, node),
+		}
+		if err := b.store(state); err != nil {
+			return false, err
+		}
+		b.logger.Warn("Slurm drain breaker tripped", zap.String("detail", state.Detail))
+		return false, nil
+	}
+	b.pending[node] = now
+	return true, nil
+}
+
+// count returns the nodes drained by this exporter (or admitted here and
+// not yet drained) within the window before now, and how many nodes Slurm
+// has. prune forgets the admissions past the window. Callers hold b.mu.
+func (b *Breaker) count(ctx context.Context, state breakerState, now time.Time, prune bool) (map[string]bool, int, error) {
+	nodes, err := b.transport.nodes(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	// Slurm reason times have one-second resolution: counting from the
 	// reset's whole second errs towards counting too many, never too few.
@@ -101,30 +130,31 @@ func (b *Breaker) Admit(ctx context.Context, node string, now time.Time) (bool, 
 	}
 	for name, at := range b.pending {
 		if at.Before(since) {
-			delete(b.pending, name)
+			if prune {
+				delete(b.pending, name)
+			}
 			continue
 		}
 		counted[name] = true
 	}
-	if counted[node] {
-		return true, nil
+	return counted, len(nodes), nil
+}
+
+// State implements actuator.Breaker: it recounts as Admit does, and
+// stores nothing.
+func (b *Breaker) State(ctx context.Context, now time.Time) (actuator.BreakerState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	state, err := b.load()
+	if err != nil {
+		return actuator.BreakerState{}, err
 	}
-	limit := b.limit(len(nodes))
-	if len(counted)+1 > limit {
-		state = breakerState{
-			Tripped:   true,
-			TrippedAt: now,
-			ResetAt:   state.ResetAt,
-			Detail:    fmt.Sprintf("%d of %d nodes drained by this exporter within %s (limit %d); refused %s", len(counted), len(nodes), b.window, limit, node),
-		}
-		if err := b.store(state); err != nil {
-			return false, err
-		}
-		b.logger.Warn("Slurm drain breaker tripped", zap.String("detail", state.Detail))
-		return false, nil
+	counted, total, err := b.count(ctx, state, now, false)
+	if err != nil {
+		return actuator.BreakerState{}, err
 	}
-	b.pending[node] = now
-	return true, nil
+	return actuator.BreakerState{Tripped: state.Tripped, TrippedAt: state.TrippedAt, Detail: state.Detail,
+		Used: len(counted), Budget: b.limit(total), Window: b.window}, nil
 }
 
 // Refund implements actuator.Breaker: it forgets the node admitted at

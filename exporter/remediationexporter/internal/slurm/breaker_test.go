@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 )
 
 // memTransport is an in-memory Slurm for the breaker's logic.
@@ -141,4 +143,50 @@ func TestBreakerResetStartsNewWindow(t *testing.T) {
 	ok, err = b.Admit(ctx, "gpu-node2", clock)
 	require.NoError(t, err)
 	assert.True(t, ok, "drains before the reset no longer count")
+}
+
+func TestBreakerStateReadsWithoutChanging(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := func() time.Time { return clock }
+	slurm := newMemTransport(10, now)
+	stateFile := filepath.Join(t.TempDir(), "breaker.json")
+	b := newBreaker(slurm, DefaultReasonPrefix, BreakerConfig{MaxShare: 0.2, Window: time.Hour}, stateFile, zaptest.NewLogger(t))
+	b.now = now
+
+	st, err := b.State(ctx, clock)
+	require.NoError(t, err)
+	assert.Equal(t, actuator.BreakerState{Budget: 2, Window: time.Hour}, st)
+
+	require.NoError(t, slurm.drain(ctx, "gpu-node9", "bad fan")) // not ours
+	require.NoError(t, slurm.drain(ctx, "gpu-node1", "otelcol-gpu: gpu.ecc.dbe 1"))
+	ok, err := b.Admit(ctx, "gpu-node2", clock) // admitted, not yet drained
+	require.NoError(t, err)
+	require.True(t, ok)
+	st, err = b.State(ctx, clock)
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.Used)
+	assert.False(t, st.Tripped)
+	_, err = os.Stat(stateFile)
+	assert.ErrorIs(t, err, os.ErrNotExist, "reading stores nothing")
+
+	ok, err = b.Admit(ctx, "gpu-node3", clock)
+	require.NoError(t, err)
+	require.False(t, ok)
+	st, err = b.State(ctx, clock)
+	require.NoError(t, err)
+	assert.True(t, st.Tripped)
+	assert.Equal(t, clock, st.TrippedAt)
+	assert.Contains(t, st.Detail, "refused gpu-node3")
+
+	// Past the window the admission is no longer counted, and State keeps
+	// it (Admit prunes).
+	st, err = b.State(ctx, clock.Add(2*time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.Used)
+	assert.Len(t, b.pending, 1)
+	require.NoError(t, b.Reset(ctx))
+	st, err = b.State(ctx, clock)
+	require.NoError(t, err)
+	assert.False(t, st.Tripped)
 }
