@@ -99,14 +99,24 @@ func checkSmallCluster(t *testing.T, objs []*unstructured.Unstructured, pod core
 // dashboards as ConfigMaps for the sidecar.
 func checkMonitoring(t *testing.T, objs []*unstructured.Unstructured, overlay string) {
 	t.Helper()
-	var monitors, rules []*unstructured.Unstructured
+	var monitors, rules, pageMonitors []*unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceMonitor":
+			if o.GetName() == "otelcol-gpu-agent-dcgm-exporter" {
+				// The dcgm-exporter page's (chart_dcgm_exporter_test.go).
+				pageMonitors = append(pageMonitors, o)
+				continue
+			}
 			monitors = append(monitors, o)
 		case "PrometheusRule":
 			rules = append(rules, o)
 		}
+	}
+	if overlay == dcgmExporterDropInScenario {
+		assert.Len(t, pageMonitors, 1, "agent.prometheusEndpoint.serviceMonitor")
+	} else {
+		assert.Empty(t, pageMonitors, "agent.prometheusEndpoint is off by default")
 	}
 	if !isProduction(overlay) {
 		assert.Empty(t, monitors, "serviceMonitor is off by default")

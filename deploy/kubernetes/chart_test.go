@@ -51,6 +51,9 @@ const (
 	productionScenario   = "production"
 	smallClusterScenario = "small-cluster"
 	defaultScenario      = "default"
+	// dcgmExporterDropInScenario: the agents serve dcgm-exporter's page
+	// (ci/dcgm-exporter-dropin-values.yaml).
+	dcgmExporterDropInScenario = "dcgm-exporter-dropin"
 )
 
 var scenarios = []scenario{
@@ -58,6 +61,7 @@ var scenarios = []scenario{
 	{productionScenario, []string{"production-values.yaml"}},
 	{otlpAuthOverlay, []string{"production-values.yaml", "production-otlp-auth-values.yaml"}},
 	{smallClusterScenario, []string{"small-cluster-values.yaml"}},
+	{dcgmExporterDropInScenario, []string{"dcgm-exporter-dropin-values.yaml"}},
 	{defaultScenario, nil},
 }
 

@@ -406,10 +406,10 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	dryRun := envVar(gw, "REMEDIATION_DRY_RUN")
 	require.NotNil(t, dryRun)
 	switch overlay {
-	case devScenario, defaultScenario, smallClusterScenario:
+	case devScenario, defaultScenario, smallClusterScenario, dcgmExporterDropInScenario:
 		replicas := 1
-		if overlay == defaultScenario {
-			replicas = 3
+		if overlay == defaultScenario || overlay == dcgmExporterDropInScenario {
+			replicas = 3 // the defaults' gateway
 		}
 		assert.EqualValues(t, replicas, *sts.Spec.Replicas)
 		assert.Equal(t, "true", dryRun.Value)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/exportersrc"
 )
 
@@ -105,6 +106,20 @@ type KubernetesAttributionConfig struct {
 	// Socket is the pod-resources socket; default
 	// /var/lib/kubelet/pod-resources/kubelet.sock.
 	Socket string `mapstructure:"socket"`
+	// PodLabels also puts the Kubernetes labels of each GPU's pod on its
+	// series, read from the API server (get, list, watch pods of NodeName
+	// only): under naming dcgm_exporter named as dcgm-exporter's
+	// --kubernetes-enable-pod-labels names them (app.kubernetes.io/name
+	// becomes app_kubernetes_io_name), under otel naming
+	// k8s.pod.label.<key>. Bounded per pod (internal/podlabels).
+	PodLabels bool `mapstructure:"pod_labels"`
+	// PodLabelAllowlist, when not empty, keeps only the pod labels whose
+	// key matches one of these regular expressions (dcgm-exporter's
+	// --kubernetes-pod-label-allowlist-regex).
+	PodLabelAllowlist []string `mapstructure:"pod_label_allowlist"`
+	// NodeName is this node's Kubernetes name (the downward API's
+	// spec.nodeName); required with pod_labels.
+	NodeName string `mapstructure:"node_name"`
 }
 
 // SlurmAttributionConfig configures the Slurm sources.
@@ -162,6 +177,17 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Attribution.Kubernetes.Enabled && cfg.Attribution.Kubernetes.Socket == "" {
 		errs = append(errs, errors.New("attribution::kubernetes::socket: must be set when kubernetes attribution is enabled"))
+	}
+	if k := cfg.Attribution.Kubernetes; k.PodLabels {
+		if !k.Enabled {
+			errs = append(errs, errors.New("attribution::kubernetes::pod_labels: needs attribution::kubernetes::enabled (the pod of each GPU)"))
+		}
+		if k.NodeName == "" {
+			errs = append(errs, errors.New("attribution::kubernetes::node_name: must be set when pod_labels is true (the downward API's spec.nodeName)"))
+		}
+	}
+	if _, err := podlabels.CompileAllowlist(cfg.Attribution.Kubernetes.PodLabelAllowlist); err != nil {
+		errs = append(errs, fmt.Errorf("attribution::kubernetes::pod_label_allowlist: %w", err))
 	}
 	if cfg.Attribution.Slurm.Enabled && cfg.Attribution.Slurm.ProcRoot == "" {
 		errs = append(errs, errors.New("attribution::slurm::proc_root: must be set when slurm attribution is enabled"))

@@ -72,7 +72,10 @@ func newFieldSet(path, naming string) (*fieldSet, error) {
 		if known, ok := model.FieldByID(c.ID); ok {
 			f = *known
 			if naming == NamingDCGMExporter {
-				f.Kind, f.Help = c.Kind, c.Help
+				// The series is named as the CSV lists it, as
+				// dcgm-exporter does (DCGM_FI_DEV_CLOCKS_EVENT_REASONS
+				// as well as DCGM_FI_DEV_CLOCK_THROTTLE_REASONS).
+				f.Name, f.Kind, f.Help = c.Name, c.Kind, c.Help
 			}
 		} else {
 			f = model.Field{ID: c.ID, Name: c.Name, Kind: c.Kind, Help: c.Help, Profiling: model.IsProfilingID(c.ID),

@@ -10,6 +10,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
 )
 
 // dcgm-exporter's label names, kept under naming: dcgm_exporter so that
@@ -31,6 +32,10 @@ const (
 
 	// dcgm-exporter's own metric for the count of each XID per GPU.
 	dcgmExporterXIDCount = "DCGM_EXP_XID_ERRORS_COUNT"
+	// OpenTelemetry's k8s.pod.label.<key> resource attributes, under otel
+	// naming, of attribution::kubernetes::pod_labels.
+	otelPodLabelPrefix = "k8s.pod.label."
+
 	// This project's metric for a GPU whose driver calls hang.
 	dcgmExporterUnresponsive = "DCGM_EXP_GPU_UNRESPONSIVE"
 )
@@ -58,6 +63,8 @@ type metricsBuilder struct {
 	lastTime  pcommon.Timestamp
 	counters  map[counterKey]counterState
 	fields    *fieldSet
+	// podLabels returns the labels of a pod; nil when pod labels are off.
+	podLabels func(namespace, name string) []podlabels.Label
 }
 
 func newMetricsBuilder(naming, hostName, version string, start pcommon.Timestamp) *metricsBuilder {
@@ -189,6 +196,11 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 		putNonEmpty(res, semconv.AttrGPUMIGProfile, g.MIG.Profile)
 	}
 	putOwner(res, o, semconv.AttrK8sPodName, semconv.AttrK8sNamespaceName, semconv.AttrK8sContainerName)
+	if b.podLabels != nil && o.PodName != "" {
+		for _, l := range b.podLabels(o.Namespace, o.PodName) {
+			res.PutStr(otelPodLabelPrefix+l.Key, l.Value)
+		}
+	}
 	putNonEmpty(res, semconv.AttrSlurmJobID, o.SlurmJobID)
 	putNonEmpty(res, semconv.AttrTrainingJobID, o.TrainingJobID)
 
@@ -267,6 +279,15 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 	putOwner(labels, o, labelPod, labelNamespace, labelContainer)
 	if b.fields.driverVersionLabel {
 		putNonEmpty(labels, labelDriverVersion, g.DriverVersion)
+	}
+	// The pod's labels, named as dcgm-exporter names them; one whose name
+	// is taken by a label above (a pod label "gpu" or "pod") is left out.
+	if b.podLabels != nil && o.PodName != "" {
+		for _, l := range b.podLabels(o.Namespace, o.PodName) {
+			if _, taken := labels.Get(l.Name); !taken {
+				labels.PutStr(l.Name, l.Value)
+			}
+		}
 	}
 
 	gk := gpuKey(g)

@@ -43,6 +43,9 @@ type dependencies struct {
 	// processes lists each GPU's pids for Slurm attribution; nil when the
 	// metrics source cannot and no NVML lister was configured.
 	processes source.Processes
+	// podLabels holds the labels of the node's pods; nil when
+	// attribution::kubernetes::pod_labels is off.
+	podLabels podLabeler
 	now       func() time.Time
 }
 
@@ -91,6 +94,9 @@ func newDCGMReceiver(cfg *Config, set receiver.Settings, deps dependencies) (*dc
 	start := pcommon.NewTimestampFromTime(deps.now())
 	mb := newMetricsBuilder(cfg.Naming, host, set.BuildInfo.Version, start)
 	mb.fields = fields
+	if deps.podLabels != nil {
+		mb.podLabels = deps.podLabels.Labels
+	}
 	return &dcgmReceiver{
 		cfg:          cfg,
 		set:          set,
@@ -110,6 +116,9 @@ func newDCGMReceiver(cfg *Config, set receiver.Settings, deps dependencies) (*dc
 func (r *dcgmReceiver) Start(_ context.Context, _ component.Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	if r.deps.podLabels != nil {
+		r.deps.podLabels.Start()
+	}
 	r.run(func() { r.collectLoop(ctx) })
 	r.run(func() { r.xidLoop(ctx) })
 	for _, xs := range r.deps.xidSources {
@@ -145,6 +154,9 @@ func (r *dcgmReceiver) Shutdown(ctx context.Context) error {
 	defer cancelLoops()
 	if !waitUntil(loops, r.wg.Wait) {
 		errs = append(errs, errors.New("dcgmreceiver: shutdown: a collection is still running (a driver call may be stuck)"))
+	}
+	if r.deps.podLabels != nil {
+		r.deps.podLabels.Stop()
 	}
 	// The source is released even when ctx has ended (it then gives up its
 	// waits at once), and waited for at most another call_timeout, ctx or

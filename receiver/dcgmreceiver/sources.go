@@ -28,6 +28,7 @@ func (f *factory) dependencies(cfg *Config, set receiver.Settings) (dependencies
 	if cfg.KMsg {
 		deps.xidSources = append(deps.xidSources, kmsg.New(logger, kmsg.Options{Path: cfg.KMsgPath}))
 	}
+	deps.podLabels = newPodLabeler(cfg, logger)
 	deps.attributor, err = newAttributor(cfg, logger)
 	if deps.attributor != nil {
 		deps.processes = processSource(cfg, deps.metricsSource, logger)

@@ -2,8 +2,11 @@
 // already maintain to choose fields (dcgm-exporter's -f /
 // DCGM_EXPORTER_COLLECTORS), with dcgm-exporter's semantics: one line per
 // field, `DCGM field name, gauge|counter|label, help text`; lines starting
-// with # are comments. Any DCGM field name is accepted, not only the
-// receiver's built-in catalogue.
+// with # are comments. Any DCGM field name of go-dcgm's table is accepted,
+// not only the receiver's built-in catalogue; and, beyond dcgm-exporter, a
+// field id as a number (1600) or DCGM_FI_<id> (DCGM_FI_1600), for fields
+// newer than the table: the series is named by the table's name of that id
+// if it has one, else DCGM_FI_<id>.
 package counters // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/counters"
 
 import (
@@ -19,7 +22,8 @@ import (
 
 // Counter is one line of the file.
 type Counter struct {
-	// Name is the DCGM field name, e.g. DCGM_FI_DEV_FAN_SPEED.
+	// Name is the DCGM field name, e.g. DCGM_FI_DEV_FAN_SPEED, as listed;
+	// for a field listed by id, go-dcgm's name of it, else DCGM_FI_<id>.
 	Name string
 	ID   model.FieldID
 	// Kind is the file's type column: the Prometheus type under
@@ -54,6 +58,12 @@ func ParseFile(path string) ([]Counter, error) {
 	}
 	defer f.Close()
 	return Parse(path, f)
+}
+
+// isTableName reports whether name is a field name of go-dcgm's table.
+func isTableName(name string) bool {
+	id, ok := model.FieldIDByName(name)
+	return ok && name != model.NumericFieldName(id)
 }
 
 // Parse reads a counters CSV from r; name is the file's name in errors.
@@ -123,9 +133,20 @@ func Parse(name string, r io.Reader) ([]Counter, error) {
 			continue
 		}
 		id, ok := model.FieldIDByName(field)
-		if !ok {
-			fail(0, "%q is not a DCGM field name (see dcgm_fields.h, e.g. DCGM_FI_DEV_FAN_SPEED)", field)
+		if numeric, isNum := model.ParseFieldID(field); isNum {
+			id, ok = numeric, true
+		} else if !ok && field != "" && field[0] >= '0' && field[0] <= '9' {
+			fail(0, "%q is not a DCGM field id (a number from 1 to 65535, no leading zeros)", field)
 			continue
+		}
+		if !ok {
+			fail(0, "%q is not a DCGM field name (see dcgm_fields.h, e.g. DCGM_FI_DEV_FAN_SPEED) or id", field)
+			continue
+		}
+		if _, named := model.FieldByName(field); !named && !isTableName(field) {
+			// A number, or DCGM_FI_<number>: the table's name when it
+			// has one, so that a field has one series name.
+			field = model.FieldNameOf(id)
 		}
 		if kind == model.Label && !labelFields[field] {
 			fail(1, "%s: type label is supported only for DCGM_FI_DRIVER_VERSION; list it as gauge or counter", field)

@@ -56,6 +56,11 @@ func TestParseErrors(t *testing.T) {
 		{"exporter metric", "DCGM_EXP_CLOCK_EVENTS_COUNT, gauge, c\n", "c.csv:1:1: DCGM_EXP_CLOCK_EVENTS_COUNT is computed by dcgm-exporter"},
 		{"quote", "DCGM_FI_DEV_GPU_TEMP, gauge, \"open\n", "c.csv:1:"},
 		{"empty", "# nothing\n\n", "c.csv: lists no fields"},
+		{"id zero", "0, gauge, z\n", `c.csv:1:1: "0" is not a DCGM field id`},
+		{"id too large", "DCGM_FI_DEV_GPU_TEMP, gauge, t\n65536, gauge, big\n", `c.csv:2:1: "65536" is not a DCGM field id`},
+		{"id leading zero", "0150, gauge, t\n", `c.csv:1:1: "0150" is not a DCGM field id`},
+		{"id negative", "-1, gauge, t\n", `c.csv:1:1: "-1" is not a DCGM field name`},
+		{"duplicate by id", "DCGM_FI_DEV_GPU_TEMP, gauge, a\n150, gauge, b\n", "c.csv:2:1: DCGM_FI_DEV_GPU_TEMP listed again (first on line 1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("c.csv", strings.NewReader(tc.in))
@@ -92,6 +97,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte("DCGM_FI_DEV_GPU_TEMP, gauge, \"a\"\"b\"\n"))
 	f.Add([]byte("\"\n,,,,\n#"))
+	f.Add([]byte("191, gauge, fan\n1600, counter, new\nDCGM_FI_1601, gauge, x\n0, gauge, z\n65536, gauge, big\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -115,6 +121,11 @@ func FuzzParse(f *testing.F) {
 				}
 				continue
 			}
+			if c.Name != model.FieldNameOf(c.ID) {
+				if f, ok := model.FieldByName(c.Name); !ok || f.ID != c.ID {
+					t.Fatalf("accepted %+v: a field has one series name, the table's or DCGM_FI_<id>", c)
+				}
+			}
 			if id, ok := model.FieldIDByName(c.Name); !ok || id != c.ID || ids[c.ID] {
 				t.Fatalf("accepted %+v: unknown, mismatched or duplicate field", c)
 			}
@@ -127,4 +138,57 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsing %d bytes kept %d bytes on the heap", len(data), k)
 		}
 	})
+}
+
+// Any field of go-dcgm's table is accepted by its name, and named as
+// listed; a number names the table's field of that id, or, for a field newer
+// than the table, DCGM_FI_<id>.
+func TestParseAnyFieldOfTheTable(t *testing.T) {
+	names := model.DCGMFieldNames()
+	if len(names) < 500 {
+		t.Fatalf("go-dcgm's table has %d names; want all of them (hundreds)", len(names))
+	}
+	for _, name := range names {
+		kind := "gauge"
+		if name == "DCGM_FI_DRIVER_VERSION" {
+			kind = "label"
+		}
+		got, err := Parse("c.csv", strings.NewReader(name+", "+kind+", help of "+name+"\n"))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		id, _ := model.FieldIDByName(name)
+		if len(got) != 1 || got[0].Name != name || got[0].ID != id || got[0].Help != "help of "+name {
+			t.Errorf("%s: got %+v", name, got)
+		}
+	}
+}
+
+func TestParseFieldIDs(t *testing.T) {
+	got, err := Parse("c.csv", strings.NewReader("191, gauge, Fan speed.\n150, gauge, Temp.\n1600, counter, A field newer than the table.\nDCGM_FI_1601, gauge, Another.\nDCGM_FI_92, gauge, BAR1.\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Counter{
+		{"DCGM_FI_DEV_FAN_SPEED", 191, model.Gauge, "Fan speed.", false},
+		{"DCGM_FI_DEV_GPU_TEMP", model.FieldGPUTemp, model.Gauge, "Temp.", false},
+		{"DCGM_FI_1600", 1600, model.Counter, "A field newer than the table.", false},
+		{"DCGM_FI_1601", 1601, model.Gauge, "Another.", false},
+		{"DCGM_FI_DEV_BAR1_USED", 92, model.Gauge, "BAR1.", false},
+	}
+	if _, known := model.FieldByID(1600); known {
+		t.Fatal("the test needs id 1600 outside the catalogue")
+	}
+	if name := model.FieldNameOf(1600); name != "DCGM_FI_1600" {
+		t.Fatalf("id 1600 is in go-dcgm's table as %s now: pick an unused id for this test", name)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("counter %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
 }

@@ -42,3 +42,29 @@ func TestFieldIDByName(t *testing.T) {
 		t.Errorf("OTelNameOf = %s", got)
 	}
 }
+
+func TestFieldIDsByNumber(t *testing.T) {
+	for in, want := range map[string]FieldID{"1": 1, "150": FieldGPUTemp, "65535": 65535} {
+		if got, ok := ParseFieldID(in); !ok || got != want {
+			t.Errorf("ParseFieldID(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "0", "065", "65536", "99999999999999999999", "-1", "+1", "1e3", " 1", "1 "} {
+		if id, ok := ParseFieldID(in); ok {
+			t.Errorf("ParseFieldID(%q) = %d, want refused", in, id)
+		}
+	}
+	for id, want := range map[FieldID]string{
+		FieldGPUTemp:            "DCGM_FI_DEV_GPU_TEMP",
+		FieldClocksEventReasons: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", // the catalogue's name
+		191:                     "DCGM_FI_DEV_FAN_SPEED",
+		1600:                    "DCGM_FI_1600",
+	} {
+		if got := FieldNameOf(id); got != want {
+			t.Errorf("FieldNameOf(%d) = %s, want %s", id, got, want)
+		}
+		if back, ok := FieldIDByName(want); !ok || back != id {
+			t.Errorf("FieldIDByName(%s) = %d, %v; want %d", want, back, ok, id)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package model
 
 import (
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
@@ -148,9 +151,9 @@ var Catalogue = []Field{
 	{ID: FieldRetiredSBE, Name: "DCGM_FI_DEV_RETIRED_SBE", Kind: Counter, Help: "Total number of retired pages due to single-bit errors.", OTel: semconv.MetricGPURetiredPages, Unit: "{page}", Scale: 1, AttrKey: semconv.AttrGPURetirementCause, AttrValue: "sbe"},
 	{ID: FieldRetiredDBE, Name: "DCGM_FI_DEV_RETIRED_DBE", Kind: Counter, Help: "Total number of retired pages due to double-bit errors.", OTel: semconv.MetricGPURetiredPages, Unit: "{page}", Scale: 1, AttrKey: semconv.AttrGPURetirementCause, AttrValue: "dbe"},
 	{ID: FieldRetiredPending, Name: "DCGM_FI_DEV_RETIRED_PENDING", Help: "Total number of pages pending retirement.", OTel: semconv.MetricGPURetiredPagesPending, Unit: "{page}", Scale: 1},
-	{ID: FieldUncorrectableRemap, Name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for uncorrectable errors.", OTel: semconv.MetricGPURemappedRows, Unit: "{row}", Scale: 1, AttrKey: semconv.AttrGPURemapType, AttrValue: "uncorrectable"},
-	{ID: FieldCorrectableRemap, Name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for correctable errors.", OTel: semconv.MetricGPURemappedRows, Unit: "{row}", Scale: 1, AttrKey: semconv.AttrGPURemapType, AttrValue: "correctable"},
-	{ID: FieldRowRemapFailure, Name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", Help: "Whether remapping of rows has failed.", OTel: semconv.MetricGPURowRemapFailure, Unit: "", Scale: 1},
+	{ID: FieldUncorrectableRemap, Name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for uncorrectable errors", OTel: semconv.MetricGPURemappedRows, Unit: "{row}", Scale: 1, AttrKey: semconv.AttrGPURemapType, AttrValue: "uncorrectable"},
+	{ID: FieldCorrectableRemap, Name: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Kind: Counter, Help: "Number of remapped rows for correctable errors", OTel: semconv.MetricGPURemappedRows, Unit: "{row}", Scale: 1, AttrKey: semconv.AttrGPURemapType, AttrValue: "correctable"},
+	{ID: FieldRowRemapFailure, Name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", Help: "Whether remapping of rows has failed", OTel: semconv.MetricGPURowRemapFailure, Unit: "", Scale: 1},
 	{ID: FieldNVLinkCRCFlitErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink flow-control CRC errors.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorCRCFlit},
 	{ID: FieldNVLinkCRCDataErrors, Name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink data CRC errors.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorCRCData},
 	{ID: FieldNVLinkReplayErrors, Name: "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", Kind: Counter, Help: "Total number of NVLink retries.", OTel: semconv.MetricGPUNVLinkErrors, Unit: "{error}", Scale: 1, AttrKey: semconv.AttrErrorType, AttrValue: semconv.NVLinkErrorReplay},
@@ -225,13 +228,83 @@ var ThrottleReasons = []struct {
 
 // FieldIDByName returns the id of any DCGM field name go-dcgm knows
 // (dcgm_fields.h), catalogued or not, so that a counters CSV can name any
-// field: fan speed, BAR1, NVSwitch, per-link NVLink counters.
+// field: fan speed, BAR1, NVSwitch, per-link NVLink counters. It also reads
+// DCGM_FI_<id> (NumericFieldName), the name of a field newer than go-dcgm's
+// table that a counters CSV listed by its number.
 func FieldIDByName(name string) (FieldID, bool) {
 	if f, ok := byName[name]; ok {
 		return f.ID, true
 	}
-	id, ok := dcgmFieldIDs[name]
-	return id, ok
+	if id, ok := dcgmFieldIDs[name]; ok {
+		return id, true
+	}
+	if digits, ok := strings.CutPrefix(name, numericNamePrefix); ok {
+		return ParseFieldID(digits)
+	}
+	return 0, false
+}
+
+const numericNamePrefix = "DCGM_FI_"
+
+// ParseFieldID reads a DCGM field id written as a decimal number (1 to
+// 65535; 0 is DCGM_FI_UNKNOWN), without sign, spaces or leading zeros, so
+// that each id has one spelling.
+func ParseFieldID(s string) (FieldID, bool) {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return 0, false
+	}
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > math.MaxUint16 {
+		return 0, false
+	}
+	return FieldID(n), true
+}
+
+// FieldNameOf is the name of a field id: the catalogue's name, else go-dcgm's
+// (the first in byte order where DCGM kept an old name beside a new one),
+// else NumericFieldName(id) for a field newer than the table.
+func FieldNameOf(id FieldID) string {
+	if f, ok := byID[id]; ok {
+		return f.Name
+	}
+	if name, ok := namesByID[id]; ok {
+		return name
+	}
+	return NumericFieldName(id)
+}
+
+// NumericFieldName is DCGM_FI_<id>: the metric name, under naming
+// dcgm_exporter, of a field a counters CSV lists by a number go-dcgm's table
+// does not know (a valid Prometheus name that names no field of the table).
+func NumericFieldName(id FieldID) string {
+	return numericNamePrefix + strconv.Itoa(int(id))
+}
+
+// namesByID inverts go-dcgm's table.
+var namesByID = func() map[FieldID]string {
+	m := make(map[FieldID]string, len(dcgmFieldIDs))
+	for name, id := range dcgmFieldIDs {
+		if prev, ok := m[id]; !ok || name < prev {
+			m[id] = name
+		}
+	}
+	return m
+}()
+
+// DCGMFieldNames is every field name of go-dcgm's table, sorted.
+func DCGMFieldNames() []string {
+	names := make([]string, 0, len(dcgmFieldIDs))
+	for name := range dcgmFieldIDs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // IsProfilingID reports whether id is one of DCGM's profiling fields
