@@ -13,7 +13,9 @@
 // and the remediation exporter's dry-run decisions. It stops by itself,
 // prints a summary (with the step records the Python module sent and
 // dropped) and leaves every process's log, the audit file and the fault
-// records in its output directory.
+// records in its output directory. The gateway serves the fault console
+// (docs/console.md) on -console with a fresh token in the output
+// directory; -hold keeps everything up after the run to look at it.
 //
 //	make demo
 //	go run ./cmd/demo -steps 24 -step 1s -nodes 2   # shorter, smaller
@@ -21,7 +23,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,6 +58,11 @@ type config struct {
 	step, grace             time.Duration
 	seed                    uint64
 	allUpdates              bool
+	// console: the fault console's listen address ("" or "off": none);
+	// consoleCfg: the gateway fragment that turns it on; hold: after the
+	// run, keep everything up until interrupted, to look at the console.
+	console, consoleCfg string
+	hold                bool
 }
 
 func main() {
@@ -69,6 +78,9 @@ func main() {
 	flag.StringVar(&c.scenarioFile, "scenario", "", "scenario file (default: the built-in cmd/demo/scenario.yaml)")
 	flag.IntVar(&c.nodes, "nodes", 8, "simulated nodes of 8 GPUs (the job's ranks: 8 x nodes)")
 	flag.BoolVar(&c.allUpdates, "all-updates", false, "print every update record (default: only those that change a fault's severity or action; faults.jsonl has all)")
+	flag.StringVar(&c.console, "console", "localhost:8787", `the fault console's address on the gateway ("off": none); its token is written to <out>/console-token`)
+	flag.StringVar(&c.consoleCfg, "console-config", filepath.Join("distributions", "gateway", "console.yaml"), "the gateway configuration fragment that turns the console on")
+	flag.BoolVar(&c.hold, "hold", false, "after the run, keep the gateway, its console and the agents up until interrupted (Ctrl-C)")
 	flag.DurationVar(&c.grace, "grace", 45*time.Second, "after the last step, how long to wait for expected faults and their remediation decisions")
 	flag.StringVar(&c.python, "python", "python3", "the Python interpreter (>= 3.8) that runs the SDK's replay, one process per node")
 	flag.StringVar(&c.sdk, "sdk", filepath.Join("sdk", "python", "otelcol_gpu_step.py"), "the Python module the step records go through")
@@ -279,7 +291,15 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := d.procs.start(1, "gateway", d.logDir, []string{
+	gatewayArgs := []string{"--config", d.cfg.gatewayCfg}
+	consoleEnv, err := d.consoleSetup()
+	if err != nil {
+		return err
+	}
+	if consoleEnv != nil {
+		gatewayArgs = append(gatewayArgs, "--config", d.cfg.consoleCfg)
+	}
+	if _, err := d.procs.start(1, "gateway", d.logDir, append([]string{
 		"KAFKA_BROKERS=" + brokerAddr,
 		"PROMETHEUS_REMOTE_WRITE_URL=" + sink.HTTP + "/api/v1/write",
 		"LOKI_OTLP_ENDPOINT=" + sink.HTTP + "/otlp",
@@ -290,7 +310,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
 		"OTELCOL_GPU_TELEMETRY_PORT=" + port(gwTelemetry),
 		"OTELCOL_GPU_STORAGE_DIR=" + filepath.Join(d.outDir, "state", "gateway"),
-	}, d.binary("otelcol-gpu-gateway"), "--config", d.cfg.gatewayCfg); err != nil {
+	}, consoleEnv...), d.binary("otelcol-gpu-gateway"), gatewayArgs...); err != nil {
 		return err
 	}
 
@@ -327,6 +347,10 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}
 	d.say("gateway and %d agents up, %d Python step senders (%s %s replay) started (logs in %s)",
 		len(nodes), len(hosts), d.cfg.python, d.cfg.sdk, d.logDir)
+	if consoleEnv != nil {
+		d.say("fault console: http://%s/ (token in %s; or: otelcol-gpu-ctl --server http://%s --token-file %s faults)",
+			d.cfg.console, d.consoleToken(), d.cfg.console, d.consoleToken())
+	}
 
 	// Readers of the outputs, until the processes are stopped.
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
@@ -380,12 +404,41 @@ func (d *demo) run(ctx context.Context) (err error) {
 		d.mu.Unlock()
 		driveErr = d.settle(driveCtx)
 	}
+	if driveErr == nil && d.cfg.hold {
+		d.say("holding: the gateway, its console and the agents stay up until interrupted (Ctrl-C)")
+		select {
+		case <-ctx.Done():
+		case <-driveCtx.Done(): // a child died
+		}
+	}
 	stopDriving()
 	<-watchDone
 	if died != nil {
 		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", died.Name(), died.Err(), died.LogPath(), died.tail(20))
 	}
 	return driveErr
+}
+
+// consoleToken is the file holding the console's bearer token.
+func (d *demo) consoleToken() string { return filepath.Join(d.outDir, "console-token") }
+
+// consoleSetup writes a fresh random token for the fault console and
+// returns the gateway's console environment; nil when the console is off.
+func (d *demo) consoleSetup() ([]string, error) {
+	if d.cfg.console == "" || d.cfg.console == "off" {
+		return nil, nil
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("console token: %w", err)
+	}
+	if err := os.WriteFile(d.consoleToken(), []byte(hex.EncodeToString(b[:])+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("console token: %w", err)
+	}
+	return []string{
+		"OTELCOL_GPU_CONSOLE_ENDPOINT=" + d.cfg.console,
+		"OTELCOL_GPU_CONSOLE_TOKEN_FILE=" + d.consoleToken(),
+	}, nil
 }
 
 // finishPython ends the Python replays' input and reports what they sent;

@@ -52,6 +52,10 @@ type cell struct {
 	present    bool
 }
 
+// decisionSkipped is the remediation audit's decision for a record it did
+// not act on (exporter/remediationexporter/internal/audit).
+const decisionSkipped = "skipped"
+
 // maxVerdicts bounds the distinct verdict strings interned; further ones
 // are kept as "other".
 const maxVerdicts = 255
@@ -170,6 +174,12 @@ func (s *store) RecordFault(f console.Fault) {
 		s.unlink(e)
 		if f.FirstSeen.IsZero() || (!e.fault.FirstSeen.IsZero() && e.fault.FirstSeen.Before(f.FirstSeen)) {
 			f.FirstSeen = e.fault.FirstSeen
+		}
+		// What remediation did about the fault stays shown: the update
+		// records that follow are skipped as already decided, and must not
+		// hide the quarantine (or its failure) behind "skipped".
+		if f.Decision == decisionSkipped && e.fault.Decision != "" && e.fault.Decision != decisionSkipped {
+			f.Decision, f.Action, f.Reason = e.fault.Decision, e.fault.Action, e.fault.Reason
 		}
 	} else {
 		e = &faultEntry{}

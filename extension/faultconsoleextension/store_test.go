@@ -295,3 +295,18 @@ func TestStoreHeatmapCellBudget(t *testing.T) {
 	assert.Equal(t, uint64(1), s.stats.DroppedSteps)
 	assert.LessOrEqual(t, s.cells, lim.MaxHeatmapCells)
 }
+
+// A later record skipped as already decided keeps what remediation did
+// about the fault; a later decision that acted replaces it.
+func TestStoreKeepsTheDecisionThatActed(t *testing.T) {
+	s := newStore(testLimits(), time.Now, nil)
+	s.RecordFault(console.Fault{ID: "f1", State: console.StateOpen, Decision: "dry_run", Action: "taint,condition", Reason: "would taint"})
+	s.RecordFault(console.Fault{ID: "f1", State: console.StateOpen, Decision: "skipped", Reason: "fault already decided"})
+	got := s.faults["f1"].fault
+	assert.Equal(t, "dry_run", got.Decision)
+	assert.Equal(t, "taint,condition", got.Action)
+	s.RecordFault(console.Fault{ID: "f1", State: console.StateOpen, Decision: "failed", Action: "cordon", Reason: "API server down"})
+	assert.Equal(t, "failed", s.faults["f1"].fault.Decision)
+	s.RecordFault(console.Fault{ID: "f2", State: console.StateOpen, Decision: "skipped", Reason: "no policy rule matched"})
+	assert.Equal(t, "skipped", s.faults["f2"].fault.Decision, "a fault never acted on shows why")
+}
