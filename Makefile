@@ -54,7 +54,7 @@ include $(wildcard mk/*.mk)
 # Debian packages the tests use, as command:package.
 TEST_DEPS := python3:python3 prometheus:prometheus kcat:kcat chromium:chromium slurmctld:slurmctld slurmd:slurmd scontrol:slurm-client slurmrestd:slurmrestd
 
-.PHONY: build tools run demo test unit-test platform-test envtest-bin e2e-test e2e-deps lint fmt clean fuzz bench detection soak
+.PHONY: build tools run demo test unit-test platform-test envtest-bin e2e-test e2e-deps lint fmt clean fuzz bench detection soak console-screenshots
 
 build: $(BINARIES)
 
@@ -201,3 +201,9 @@ soak: build e2e-deps
 
 clean:
 	rm -rf bin _build dist
+
+# The fault console's pictures in docs/images/console/ (docs/console.md),
+# taken by the browser tests: the demo's console and heatmap (TestDemo),
+# and the reset of a tripped breaker (TestConsoleBrowser, reset-flow/).
+console-screenshots: build
+	CONSOLE_SCREENSHOT_DIR=$(CURDIR)/docs/images/console $(GO) test -tags e2e -count=1 -run 'TestDemo$$|TestConsoleBrowser$$' ./test/e2e/

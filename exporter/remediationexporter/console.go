@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
@@ -390,9 +391,16 @@ func summarise(entries []audit.Entry) (decision, action, reason string) {
 		if en.Decision != decision || en.Step == stepBreaker {
 			continue
 		}
+		reason := en.Reason
 		switch en.Step {
 		case stepWebhook:
 			actions = add(actions, "webhook")
+			// The webhook entry's reason holds the whole payload: the
+			// console says what happened, the audit file keeps the rest.
+			reason = "webhook " + en.Decision
+			if en.Outcome != "" {
+				reason += ": " + en.Outcome
+			}
 		case stepRelease:
 			actions = add(actions, "release")
 		default:
@@ -400,7 +408,22 @@ func summarise(entries []audit.Entry) (decision, action, reason string) {
 				actions = add(actions, a)
 			}
 		}
-		reasons = add(reasons, en.Reason)
+		reasons = add(reasons, clip(reason, maxConsoleReason))
 	}
 	return decision, strings.Join(actions, ","), strings.Join(reasons, "; ")
+}
+
+// maxConsoleReason bounds one audit reason as the console shows it.
+const maxConsoleReason = 300
+
+// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -460,4 +461,20 @@ func decisionCount(t *testing.T, h *harness, action, outcome string) int64 {
 		}
 	}
 	return n
+}
+
+// The console shows what was done in a line: a webhook's payload stays in
+// the audit file, and a long reason is clipped.
+func TestSummariseKeepsReasonsShort(t *testing.T) {
+	long := strings.Repeat("é", 400)
+	decision, action, reason := summarise([]audit.Entry{
+		{Step: stepQuarantine, Decision: audit.DecisionDryRun, Actions: []string{"taint", "condition"}, Reason: long},
+		{Step: stepWebhook, Decision: audit.DecisionDryRun, Reason: `would post {"fault":{"fault.id":"f1"}}`},
+	})
+	assert.Equal(t, audit.DecisionDryRun, decision)
+	assert.Equal(t, "taint,condition,webhook", action)
+	assert.NotContains(t, reason, "fault.id", "the webhook's payload is not shown")
+	assert.Contains(t, reason, "webhook dry_run")
+	assert.LessOrEqual(t, len(reason), maxConsoleReason+len("…; webhook dry_run"))
+	assert.True(t, utf8.ValidString(reason), "clipped on a rune boundary")
 }

@@ -65,6 +65,12 @@ type consoleExpectations struct {
 	// Stragglers are the cells ("rank:step") that must be marked with a
 	// straggler verdict, and no other.
 	Stragglers []string
+	// StragglerRanks, when Stragglers is nil: every cell marked with a
+	// confirmed verdict (straggler.*) is of one of these ranks, and each
+	// has at least one; a real run's verdict steps are not known in
+	// advance, and a single step flagged in noise ("flagged") may be
+	// anywhere.
+	StragglerRanks []int64
 	// ResetBreaker: the breaker must show tripped, and is reset with
 	// Operator and Reason.
 	ResetBreaker     bool
@@ -161,21 +167,40 @@ func driveConsole(t *testing.T, baseURL, token, screenshotDir string, want conso
 	marked, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#heatmap svg rect[data-verdict]:not([data-verdict=""])')].map(r => r.dataset.rank + ":" + r.dataset.step)`))
 	require.NoError(t, err)
 	slices.Sort(marked)
-	wantMarked := slices.Clone(want.Stragglers)
-	slices.Sort(wantMarked)
-	assert.Equal(t, wantMarked, marked, "cells marked with a straggler verdict")
+	if want.Stragglers != nil {
+		wantMarked := slices.Clone(want.Stragglers)
+		slices.Sort(wantMarked)
+		assert.Equal(t, wantMarked, marked, "cells marked with a straggler verdict")
+	} else {
+		confirmed, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#heatmap svg rect[data-verdict^="straggler."]')].map(r => r.dataset.rank + ":" + r.dataset.step)`))
+		require.NoError(t, err)
+		perRank := map[int64]int{}
+		for _, c := range confirmed {
+			var rank, step int64
+			_, err := fmt.Sscanf(c, "%d:%d", &rank, &step)
+			require.NoError(t, err, c)
+			assert.Contains(t, want.StragglerRanks, rank, "a cell of rank %d is marked with a straggler verdict", rank)
+			perRank[rank]++
+		}
+		for _, r := range want.StragglerRanks {
+			assert.Positive(t, perRank[r], "no cell of rank %d is marked with a straggler verdict (marked: %v)", r, marked)
+		}
+	}
 	markers, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#heatmap svg circle.marker").length`))
 	require.NoError(t, err)
-	assert.Equal(t, len(want.Stragglers), markers, "one marker per verdict cell")
+	assert.Equal(t, len(marked), markers, "one marker per verdict cell")
 	outlined, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const r = document.querySelector('#heatmap svg rect.verdict'); return r ? getComputedStyle(r).stroke : ""; })()`))
 	require.NoError(t, err)
 	assert.Equal(t, "rgb(0, 0, 0)", outlined, "verdict cells are outlined")
 	// Straggler cells are red (compute far above the step's median), the
-	// others green.
-	hues, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...new Set([...document.querySelectorAll("#heatmap svg rect.cell")].map(r =>
+	// others green. (A real run's link verdicts compute normally: checked
+	// only on the planted heatmap.)
+	if want.Stragglers != nil {
+		hues, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...new Set([...document.querySelectorAll("#heatmap svg rect.cell")].map(r =>
 		(r.dataset.verdict ? "verdict " : "normal ") + (parseInt(r.getAttribute("fill").slice(4)) > 60 ? "green" : "red")))].sort()`))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"normal green", "verdict red"}, hues)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"normal green", "verdict red"}, hues)
+	}
 	legend, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("legend-verdict")))
 	require.NoError(t, err)
 	assert.Contains(t, legend, "straggler verdict")
@@ -219,7 +244,7 @@ func saveScreenshot(t *testing.T, dir, name string, data []byte) {
 	b := img.Bounds()
 	assert.Greater(t, b.Dx(), 200, "%s width", name)
 	assert.Greater(t, b.Dy(), 100, "%s height", name)
-	assert.Greater(t, len(data), 10_000, "%s is suspiciously small", name)
+	assert.Greater(t, len(data), 4_000, "%s is suspiciously small", name)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	p := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
@@ -277,9 +302,10 @@ func TestConsoleBrowser(t *testing.T) {
 		console.QuarantinedNode{Node: "node-05", FaultIDs: []string{"fr-xid-79"}, Actions: []string{"cordon", "taint"}, Reason: "P1 fault", Since: onset})
 	c.Attach(ctrl)
 
-	screenshots := os.Getenv("CONSOLE_SCREENSHOT_DIR")
-	if screenshots == "" {
-		screenshots = t.TempDir()
+	// Beside the demo's pictures (TestDemo), in their own folder.
+	screenshots := t.TempDir()
+	if dir := os.Getenv("CONSOLE_SCREENSHOT_DIR"); dir != "" {
+		screenshots = filepath.Join(dir, "reset-flow")
 	}
 	driveConsole(t, baseURL, token, screenshots, consoleExpectations{
 		FaultIDs: []string{"fr-straggler-17", "fr-xid-79"},

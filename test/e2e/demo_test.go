@@ -4,14 +4,21 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDemo runs `make demo`'s program (cmd/demo) in a short configuration:
@@ -21,7 +28,10 @@ import (
 // reported them on gpu_faults, at least one dry-run remediation decision,
 // and leave its outputs where its summary says. The step records go through
 // the Python module (sdk/python/otelcol_gpu_step.py replay, one process per
-// node): every record handed over is sent, none dropped.
+// node): every record handed over is sent, none dropped. The demo holds
+// its processes up after the run (-hold) while the fault console it serves
+// is driven in Chromium and with otelcol-gpu-ctl (checkDemoConsole), then
+// ends on SIGINT.
 func TestDemo(t *testing.T) {
 	root := repoRoot(t)
 	binary(t, "otelcol-gpu-agent")
@@ -34,12 +44,46 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("building cmd/demo: %v\n%s", err, msg)
 	}
 
+	ctl := filepath.Join(t.TempDir(), "otelcol-gpu-ctl")
+	build = exec.Command("go", "build", "-o", ctl, "./cmd/otelcol-gpu-ctl")
+	build.Dir = root
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building cmd/otelcol-gpu-ctl: %v\n%s", err, msg)
+	}
+
 	out := t.TempDir()
+	consoleAddr := freeAddr(t)
 	cmd := exec.Command(demo, "-out", out, "-nodes", "2", "-steps", "24", "-step", "1s", "-grace", "40s",
-		"-broker", broker)
+		"-broker", broker, "-console", consoleAddr, "-hold")
 	cmd.Dir = root // the default -bin and configurations are relative to the repository
-	output, err := cmd.CombinedOutput()
-	text := string(output)
+	var output lockedBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	held := false
+	for !held {
+		select {
+		case err := <-exited:
+			t.Fatalf("the demo ended before holding (%v):\n%s", err, output.String())
+		case <-time.After(200 * time.Millisecond):
+			held = strings.Contains(output.String(), "holding:")
+		}
+	}
+	checkDemoConsole(t, ctl, out, "http://"+consoleAddr)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(2 * time.Minute): // against a hang only
+		_ = cmd.Process.Kill()
+		err = fmt.Errorf("did not end within 2 minutes of SIGINT: %v", <-exited)
+	}
+	text := output.String()
 	t.Logf("demo output:\n%s", text)
 	if err != nil {
 		t.Fatalf("demo failed: %v", err)
@@ -118,4 +162,109 @@ func jsonLines(t *testing.T, path string) []map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// checkDemoConsole checks the fault console of a demo holding after its
+// run: in Chromium (driveConsole) the demo's two faults are listed and the
+// heatmap marks the straggler's and the NVLink rank's verdicts
+// (screenshots into $CONSOLE_SCREENSHOT_DIR: make console-screenshots
+// writes docs/images/); with otelcol-gpu-ctl, an acknowledgement and a
+// release and a breaker reset reach the remediation exporter's audit file
+// (as dry runs where they would act) with the operator and reason, and a
+// request without the token or with another is refused.
+func checkDemoConsole(t *testing.T, ctl, out, baseURL string) {
+	tokenFile := filepath.Join(out, "console-token")
+	token, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+	ids := map[string]string{} // fault type -> id
+	var job string
+	for _, rec := range jsonLines(t, filepath.Join(out, "faults.jsonl")) {
+		if rec["fault.state"] == "open" {
+			ids[rec["fault.type"].(string)] = rec["fault.id"].(string)
+			job, _ = rec["training.job.id"].(string)
+		}
+	}
+	require.Contains(t, ids, "straggler.compute")
+	require.Contains(t, ids, "nvlink.degraded")
+
+	screenshots := os.Getenv("CONSOLE_SCREENSHOT_DIR")
+	if screenshots == "" {
+		screenshots = t.TempDir()
+	}
+	driveConsole(t, baseURL, strings.TrimSpace(string(token)), screenshots, consoleExpectations{
+		FaultIDs: []string{ids["straggler.compute"], ids["nvlink.degraded"]},
+		Job:      job, Ranks: 16, StragglerRanks: []int64{6, 11},
+		Operator: "e2e-operator",
+	})
+
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(ctl, append([]string{"--server", baseURL, "--token-file", tokenFile, "--operator", "e2e-operator"}, args...)...)
+		cmd.Env = append(os.Environ(), "OTELCOL_GPU_CONSOLE_TOKEN=")
+		outb, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, wantCode, code, "otelcol-gpu-ctl %v:\n%s", args, outb)
+		return string(outb)
+	}
+	faults := run(0, "faults")
+	for _, id := range ids {
+		assert.Contains(t, faults, id)
+	}
+	assert.Regexp(t, `nvlink\.degraded +demo-n0 .* dry_run `, faults, "the NVLink fault shows remediation's dry-run quarantine")
+	assert.Contains(t, run(0, "heatmap", job), "straggler demo-n1")
+	run(0, "ack", ids["nvlink.degraded"], "--reason", "RMA ticket 42")
+	run(0, "release", "demo-n1", "--reason", "reseated the GPU")
+	run(0, "breaker", "reset", "--reason", "after the drill")
+	noToken := exec.Command(ctl, "--server", baseURL, "faults")
+	noToken.Env = append(os.Environ(), "OTELCOL_GPU_CONSOLE_TOKEN=")
+	msg, err := noToken.CombinedOutput()
+	assert.Error(t, err, "otelcol-gpu-ctl without a token: %s", msg)
+	bad := exec.Command(ctl, "--server", baseURL, "faults")
+	bad.Env = append(os.Environ(), "OTELCOL_GPU_CONSOLE_TOKEN=not-the-token-0123456789")
+	msg, err = bad.CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(msg), "401")
+
+	// The audit file holds both changes with who asked and why.
+	var acked, released, reset bool
+	for _, e := range jsonLines(t, filepath.Join(out, "remediation-audit.jsonl")) {
+		if e["operator"] != "e2e-operator" {
+			continue
+		}
+		switch {
+		case e["step"] == "acknowledge" && e["fault.id"] == ids["nvlink.degraded"] && e["operator.reason"] == "RMA ticket 42":
+			acked = true
+		case e["step"] == "release" && e["node"] == "demo-n1" && e["decision"] == "dry_run" && e["operator.reason"] == "reseated the GPU":
+			released = true
+		case e["step"] == "breaker" && e["event"] == "reset" && e["decision"] == "dry_run" && e["operator.reason"] == "after the drill":
+			reset = true
+		}
+	}
+	assert.True(t, acked, "the audit file has the acknowledgement with its operator and reason")
+	assert.True(t, released, "the audit file has the (dry-run) release with its operator and reason")
+	assert.True(t, reset, "the audit file has the (dry-run) breaker reset with its operator and reason")
 }
