@@ -73,7 +73,12 @@ type jobKey struct {
 // heat is the heatmap of one (job, attempt).
 type heat struct {
 	key       jobKey
-	rankIndex map[int64]int // rank → index in ranks and in every column's cells
+	// rank → index in ranks and in every column's cells: dense for the
+	// ranks 0..MaxRanks-1 a job has (index+1, 0: none), a map for others.
+	// A decided step records every rank, so this is looked up 16,384
+	// times a step for a 16,384-rank job.
+	denseIndex []int32
+	rankIndex  map[int64]int
 	ranks     []int64
 	nodes     []string // by rank index
 	steps     []int64  // sorted ascending, at most HeatmapSteps
@@ -236,30 +241,30 @@ func (s *store) RecordStep(st console.Step) {
 	if st.Job == "" {
 		return
 	}
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := jobKey{st.Job, st.Attempt}
 	h, ok := s.jobs[k]
 	if ok {
-		s.jobLRU.MoveToBack(h.elem)
+		if s.jobLRU.Back() != h.elem {
+			s.jobLRU.MoveToBack(h.elem)
+		}
 	} else {
-		h = &heat{key: k, rankIndex: map[int64]int{}, columns: map[int64]*column{}}
+		h = &heat{key: k, rankIndex: map[int64]int{}, columns: map[int64]*column{}, updated: s.now()}
 		h.elem = s.jobLRU.PushBack(h)
 		s.jobs[k] = h
 		for len(s.jobs) > s.limits.MaxJobs {
 			s.evictJob(s.jobLRU.Front().Value.(*heat), "capacity")
 		}
 	}
-	h.updated = now
-	idx, ok := h.rankIndex[st.Rank]
+	idx, ok := h.index(st.Rank)
 	if !ok {
 		if len(h.ranks) >= s.limits.MaxRanks {
 			s.dropStep("max_ranks")
 			return
 		}
 		idx = len(h.ranks)
-		h.rankIndex[st.Rank] = idx
+		h.setIndex(st.Rank, idx, s.limits.MaxRanks)
 		h.ranks = append(h.ranks, st.Rank)
 		h.nodes = append(h.nodes, st.Node)
 	}
@@ -272,7 +277,11 @@ func (s *store) RecordStep(st console.Step) {
 			s.dropStep("old_step")
 			return
 		}
-		col = &column{}
+		// Room for every rank the job has shown: a step fills its column
+		// rank by rank, and growing it by appends would copy it again and
+		// again.
+		col = &column{cells: make([]cell, 0, len(h.ranks))}
+		h.updated = s.now() // a new step: once per step, not per rank
 		h.columns[st.Step] = col
 		if n := len(h.steps); n == 0 || st.Step > h.steps[n-1] {
 			h.steps = append(h.steps, st.Step)
@@ -300,6 +309,28 @@ func (s *store) RecordStep(st console.Step) {
 		s.cells += grow
 	}
 	col.cells[idx] = cell{computeMS: ms32(st.Compute), durationMS: ms32(st.Duration), score: float32(st.Score), verdict: s.internVerdict(st.Verdict), present: true}
+}
+
+// index is the rank's index in h.ranks.
+func (h *heat) index(rank int64) (int, bool) {
+	if rank >= 0 && rank < int64(len(h.denseIndex)) {
+		i := h.denseIndex[rank]
+		return int(i) - 1, i != 0
+	}
+	i, ok := h.rankIndex[rank]
+	return i, ok
+}
+
+// setIndex records the rank's index: densely for ranks below maxRanks.
+func (h *heat) setIndex(rank int64, idx, maxRanks int) {
+	if rank < 0 || rank >= int64(maxRanks) {
+		h.rankIndex[rank] = idx
+		return
+	}
+	if need := int(rank) + 1; need > len(h.denseIndex) {
+		h.denseIndex = append(h.denseIndex, make([]int32, need-len(h.denseIndex))...)
+	}
+	h.denseIndex[rank] = int32(idx + 1)
 }
 
 // evictJob forgets a job's heatmap. Callers hold s.mu.

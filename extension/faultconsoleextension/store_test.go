@@ -310,3 +310,22 @@ func TestStoreKeepsTheDecisionThatActed(t *testing.T) {
 	s.RecordFault(console.Fault{ID: "f2", State: console.StateOpen, Decision: "skipped", Reason: "no policy rule matched"})
 	assert.Equal(t, "skipped", s.faults["f2"].fault.Decision, "a fault never acted on shows why")
 }
+
+// Rank ids outside 0..max_ranks-1 (a script's odd numbering) are kept as
+// well as the dense ones.
+func TestStoreSparseRankIDs(t *testing.T) {
+	s := newStore(testLimits(), time.Now, nil)
+	for _, r := range []int64{3, 1 << 40, -1, 0} {
+		s.RecordStep(console.Step{Job: "j", Step: 1, Rank: r, Compute: time.Duration(r&0xff+1) * time.Millisecond})
+	}
+	h := s.jobs[jobKey{"j", 0}]
+	require.NotNil(t, h)
+	assert.Equal(t, []int64{3, 1 << 40, -1, 0}, h.ranks)
+	for i, r := range h.ranks {
+		idx, ok := h.index(r)
+		assert.True(t, ok, "rank %d", r)
+		assert.Equal(t, i, idx, "rank %d", r)
+	}
+	_, ok := h.index(5)
+	assert.False(t, ok)
+}

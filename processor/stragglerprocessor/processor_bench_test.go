@@ -2,6 +2,8 @@ package stragglerprocessor
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -9,10 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
 )
 
 // benchSpans pushes rank step spans through the processor in batches of
@@ -82,34 +87,37 @@ func setStep(td ptrace.Traces, step int64) {
 // gives the CPU on one core (garbage collection included).
 func BenchmarkDecide16384Ranks(b *testing.B) { benchDecide(b, false) }
 
-// BenchmarkDecide16384RanksConsole is BenchmarkDecide16384Ranks with a
-// console configured: 16,384 RecordStep calls per decision, into a console
-// that keeps only the last step given (a real console keeps a bounded
-// heatmap).
+// BenchmarkDecide16384RanksConsole is BenchmarkDecide16384Ranks with the
+// fault console extension configured: 16,384 RecordStep calls per
+// decision into its heatmap (a column of 16,384 cells per step, the
+// default 120 steps kept).
 func BenchmarkDecide16384RanksConsole(b *testing.B) { benchDecide(b, true) }
 
-// lastStepConsole is a console.Console that keeps the last step only.
-type lastStepConsole struct {
-	recordingConsole
-	last console.Step
-	n    int
-}
-
-func (c *lastStepConsole) RecordStep(s console.Step) {
-	c.mu.Lock()
-	c.last = s
-	c.n++
-	c.mu.Unlock()
+// startConsole starts a real faultconsole extension on a loopback port,
+// and a client of its API.
+func startConsole(b *testing.B) (component.Component, *consoleclient.Client) {
+	const token = "bench-token-0123456789abcdef"
+	tokenFile := filepath.Join(b.TempDir(), "token")
+	require.NoError(b, os.WriteFile(tokenFile, []byte(token), 0o600))
+	f := faultconsoleextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*faultconsoleextension.Config)
+	cfg.Endpoint, cfg.TokenFile = "127.0.0.1:0", tokenFile
+	ext, err := f.Create(context.Background(), extension.Settings{ID: consoleID, TelemetrySettings: componenttest.NewNopTelemetrySettings()}, cfg)
+	require.NoError(b, err)
+	require.NoError(b, ext.Start(context.Background(), componenttest.NewNopHost()))
+	b.Cleanup(func() { require.NoError(b, ext.Shutdown(context.Background())) })
+	return ext, &consoleclient.Client{BaseURL: "http://" + ext.(interface{ Addr() string }).Addr(), Token: token}
 }
 
 func benchDecide(b *testing.B, withConsole bool) {
 	const ranks = 16384
 	h := newHarnessTo(b, defaultConfig(), consumertest.NewNop())
-	var lc *lastStepConsole
+	var consoleClient *consoleclient.Client
 	if withConsole {
-		lc = &lastStepConsole{}
 		h.p.cfg.Console = consoleID.String()
-		require.NoError(b, h.p.Start(context.Background(), extHost{ext: map[component.ID]component.Component{consoleID: lc}}))
+		ext, client := startConsole(b)
+		consoleClient = client
+		require.NoError(b, h.p.Start(context.Background(), extHost{ext: map[component.ID]component.Component{consoleID: ext}}))
 		b.Cleanup(func() { require.NoError(b, h.p.Shutdown(context.Background())) })
 	}
 	ctx := context.Background()
@@ -128,8 +136,12 @@ func benchDecide(b *testing.B, withConsole bool) {
 		b.Fatalf("steps not decided: %d open", h.p.live)
 	}
 	b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/decision")
-	if lc != nil && lc.n != (b.N+1)*ranks {
-		b.Fatalf("console got %d steps, want %d", lc.n, (b.N+1)*ranks)
+	if withConsole { // the heatmap holds every rank of the steps kept
+		jobs, _, err := consoleClient.Jobs(ctx)
+		require.NoError(b, err)
+		require.Len(b, jobs.Jobs, 1)
+		require.Equal(b, ranks, jobs.Jobs[0].Ranks)
+		require.Equal(b, min(b.N+1, 120), jobs.Jobs[0].Steps)
 	}
 }
 
