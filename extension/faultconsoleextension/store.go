@@ -72,19 +72,19 @@ type jobKey struct {
 
 // heat is the heatmap of one (job, attempt).
 type heat struct {
-	key       jobKey
+	key jobKey
 	// rank → index in ranks and in every column's cells: dense for the
 	// ranks 0..MaxRanks-1 a job has (index+1, 0: none), a map for others.
 	// A decided step records every rank, so this is looked up 16,384
 	// times a step for a 16,384-rank job.
 	denseIndex []int32
 	rankIndex  map[int64]int
-	ranks     []int64
-	nodes     []string // by rank index
-	steps     []int64  // sorted ascending, at most HeatmapSteps
-	columns   map[int64]*column
-	updated   time.Time
-	elem      *list.Element
+	ranks      []int64
+	nodes      []string // by rank index
+	steps      []int64  // sorted ascending, at most HeatmapSteps
+	columns    map[int64]*column
+	updated    time.Time
+	elem       *list.Element
 }
 
 // storeStats are the store's counts.
