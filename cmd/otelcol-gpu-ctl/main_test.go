@@ -2,35 +2,28 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/extension"
 	"go.uber.org/goleak"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoletest"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/faultconsoletest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const token = "cli-test-token-0123456789"
+const token = faultconsoletest.Token
 
 type fixture struct {
 	url       string
@@ -39,32 +32,14 @@ type fixture struct {
 	console   console.Console
 }
 
-// newFixture starts the real extension (from its factory) and serves its
-// handler with httptest: two faults, a 16-rank job with rank 5 straggling
+// newFixture starts the real extension (faultconsoletest): two faults, a 16-rank job with rank 5 straggling
 // in steps 8-10, node-3 quarantined and a tripped breaker.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
-	f := faultconsoleextension.NewFactory()
-	cfg := f.CreateDefaultConfig().(*faultconsoleextension.Config)
-	cfg.Endpoint = "127.0.0.1:0"
-	cfg.TokenFile = tokenFile
-	cfg.TraceURL = "http://tempo.local/trace/{trace_id}"
-	require.NoError(t, cfg.Validate())
-	ext, err := f.Create(context.Background(), extension.Settings{
-		ID: component.NewID(f.Type()), TelemetrySettings: componenttest.NewNopTelemetrySettings(),
-		BuildInfo: component.BuildInfo{Command: "otelcol-gpu", Version: "9.9.9"},
-	}, cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	srv := httptest.NewServer(ext.(interface{ Handler() http.Handler }).Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		require.NoError(t, ext.Shutdown(context.Background()))
+	fc := faultconsoletest.Start(t, "9.9.9", func(cfg *faultconsoleextension.Config) {
+		cfg.TraceURL = "http://tempo.local/trace/{trace_id}"
 	})
-
+	ext, tokenFile := fc.Extension, fc.TokenFile
 	c := ext.(console.Console)
 	onset := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	c.RecordFault(console.Fault{ID: "f-xid-79", Type: "xid_79", Severity: "P1", State: console.StateOpen, Node: "node-3", GPU: "GPU-aaaa",
@@ -86,10 +61,10 @@ func newFixture(t *testing.T) *fixture {
 		History: []console.BreakerEvent{{Time: onset, Event: "tripped"}}},
 		console.QuarantinedNode{Node: "node-3", FaultIDs: []string{"f-xid-79"}, Actions: []string{"cordon", "taint"}, Reason: "P1 xid_79", Since: onset})
 	c.Attach(ctrl)
-	t.Setenv(envServer, srv.URL)
+	t.Setenv(envServer, fc.BaseURL)
 	t.Setenv(envToken, "")
 	t.Setenv("USER", "tester")
-	return &fixture{url: srv.URL, tokenFile: tokenFile, ctrl: ctrl, console: c}
+	return &fixture{url: fc.BaseURL, tokenFile: tokenFile, ctrl: ctrl, console: c}
 }
 
 func (f *fixture) run(t *testing.T, args ...string) (code int, stdout, stderr string) {

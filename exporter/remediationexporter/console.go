@@ -57,21 +57,10 @@ type recentFault struct {
 	typ, severity, state, node string
 }
 
-// call runs fn as a console call: registered in flight, under e.mu, with
-// ctx also cancelled when the exporter's life ends.
+// call runs fn as a console call: one decision like a record's
+// (serialised).
 func (c *consoleController) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	e := c.e
-	if !e.enter() {
-		return errShuttingDown
-	}
-	defer e.inFlight.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.lifeCtx, cancel)
-	defer stop()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return fn(ctx)
+	return c.e.serialised(ctx, fn)
 }
 
 // Quarantined implements console.Controller: the nodes the lifecycle state

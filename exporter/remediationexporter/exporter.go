@@ -262,19 +262,28 @@ var errShuttingDown = errors.New("remediationexporter: shutting down")
 // The error joins the platform and webhook failures: a retry of the batch
 // retries only those.
 func (e *remediationExporter) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	return e.serialised(ctx, func(ctx context.Context) error { return e.consumeLogs(ctx, ld) })
+}
+
+// serialised runs fn as one decision: registered in flight (Shutdown
+// waits for it), under e.mu, with ctx also cancelled when Shutdown gives
+// up waiting. ConsumeLogs and the console's controls run through it.
+func (e *remediationExporter) serialised(ctx context.Context, fn func(ctx context.Context) error) error {
 	if !e.enter() {
 		return errShuttingDown
 	}
 	defer e.inFlight.Done()
-	// The exporter's lifetime bounds the work too: Shutdown cancels it
-	// once its own deadline passes.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(e.lifeCtx, cancel)
 	defer stop()
-
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return fn(ctx)
+}
+
+// consumeLogs is ConsumeLogs under serialised.
+func (e *remediationExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
 	defer e.recordQuarantined() // after the batch's decisions
 	e.state.Prune(e.clock.Now())
 	var errs []error

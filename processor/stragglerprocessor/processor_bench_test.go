@@ -2,8 +2,6 @@ package stragglerprocessor
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -11,13 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/faultconsoletest"
 )
 
 // benchSpans pushes rank step spans through the processor in batches of
@@ -93,31 +89,15 @@ func BenchmarkDecide16384Ranks(b *testing.B) { benchDecide(b, false) }
 // default 120 steps kept).
 func BenchmarkDecide16384RanksConsole(b *testing.B) { benchDecide(b, true) }
 
-// startConsole starts a real faultconsole extension on a loopback port,
-// and a client of its API.
-func startConsole(b *testing.B) (component.Component, *consoleclient.Client) {
-	const token = "bench-token-0123456789abcdef"
-	tokenFile := filepath.Join(b.TempDir(), "token")
-	require.NoError(b, os.WriteFile(tokenFile, []byte(token), 0o600))
-	f := faultconsoleextension.NewFactory()
-	cfg := f.CreateDefaultConfig().(*faultconsoleextension.Config)
-	cfg.Endpoint, cfg.TokenFile = "127.0.0.1:0", tokenFile
-	ext, err := f.Create(context.Background(), extension.Settings{ID: consoleID, TelemetrySettings: componenttest.NewNopTelemetrySettings()}, cfg)
-	require.NoError(b, err)
-	require.NoError(b, ext.Start(context.Background(), componenttest.NewNopHost()))
-	b.Cleanup(func() { require.NoError(b, ext.Shutdown(context.Background())) })
-	return ext, &consoleclient.Client{BaseURL: "http://" + ext.(interface{ Addr() string }).Addr(), Token: token}
-}
-
 func benchDecide(b *testing.B, withConsole bool) {
 	const ranks = 16384
 	h := newHarnessTo(b, defaultConfig(), consumertest.NewNop())
 	var consoleClient *consoleclient.Client
 	if withConsole {
 		h.p.cfg.Console = consoleID.String()
-		ext, client := startConsole(b)
-		consoleClient = client
-		require.NoError(b, h.p.Start(context.Background(), extHost{ext: map[component.ID]component.Component{consoleID: ext}}))
+		fc := faultconsoletest.Start(b, "bench", nil)
+		consoleClient = &consoleclient.Client{BaseURL: fc.BaseURL, Token: faultconsoletest.Token}
+		require.NoError(b, h.p.Start(context.Background(), extHost{ext: map[component.ID]component.Component{consoleID: fc.Extension}}))
 		b.Cleanup(func() { require.NoError(b, h.p.Shutdown(context.Background())) })
 	}
 	ctx := context.Background()

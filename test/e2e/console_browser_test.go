@@ -19,13 +19,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/extension"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoletest"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/faultconsoletest"
 )
 
 // The fault console's page in a real headless Chromium (Debian's chromium
@@ -255,26 +253,11 @@ func saveScreenshot(t *testing.T, dir, name string, data []byte) {
 // process with a recording controller: a 64-rank job with rank 17
 // straggling in steps 21-30 of 30.
 func TestConsoleBrowser(t *testing.T) {
-	const token = "browser-test-token-0123456789abcdef"
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
-
-	f := faultconsoleextension.NewFactory()
-	cfg := f.CreateDefaultConfig().(*faultconsoleextension.Config)
-	cfg.Endpoint = "127.0.0.1:0"
-	cfg.TokenFile = tokenFile
-	cfg.TraceURL = "http://jaeger.local:16686/trace/{trace_id}"
-	cfg.LogsURL = "http://logs.local/select?fault={fault_id}"
-	require.NoError(t, cfg.Validate())
-	ext, err := f.Create(context.Background(), extension.Settings{
-		ID: component.NewID(f.Type()), TelemetrySettings: componenttest.NewNopTelemetrySettings(),
-		BuildInfo: component.BuildInfo{Command: "otelcol-gpu", Version: "e2e"},
-	}, cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
-	baseURL := "http://" + ext.(interface{ Addr() string }).Addr()
+	fc := faultconsoletest.Start(t, "e2e", func(cfg *faultconsoleextension.Config) {
+		cfg.TraceURL = "http://jaeger.local:16686/trace/{trace_id}"
+		cfg.LogsURL = "http://logs.local/select?fault={fault_id}"
+	})
+	ext, baseURL, token := fc.Extension, fc.BaseURL, faultconsoletest.Token
 
 	c := ext.(console.Console)
 	onset := time.Now().Add(-10 * time.Minute).UTC()
