@@ -41,11 +41,15 @@ GO_IMAGE         ?=
 # image name -> Containerfile and binary
 IMAGES := otelcol-gpu-agent otelcol-gpu-gateway otelcol-gpu
 image_containerfile = deploy/container/$(patsubst otelcol-gpu-%,%,$(1)).Containerfile
+# More binaries of bin/ an image holds (IMAGE_BASE=local): the gateway's,
+# the fault console's command line (mk/ctl.mk). Static: not given to
+# local-base.sh, which collects the shared libraries of $(BINARIES).
+image_bins_otelcol-gpu-gateway := bin/otelcol-gpu-ctl
 
 ifeq ($(IMAGE_BASE),local)
 IMAGE_BUILD_ARGS := --build-arg BASE=$(LOCAL_BASE_IMAGE) --build-arg BINARY_SOURCE=host
 IMAGE_IGNOREFILE := deploy/container/host.containerignore
-IMAGE_PREREQS     = bin/$(1) image-local-base
+IMAGE_PREREQS     = bin/$(1) $(image_bins_$(1)) image-local-base
 else ifeq ($(IMAGE_BASE),upstream)
 # Stated although it is the Containerfiles' default: buildah picks the stages
 # to build from the --build-arg values, not from ARG defaults.

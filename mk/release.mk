@@ -2,8 +2,8 @@
 #
 #   make packages   # .deb and .rpm of the agent, the gateway and the
 #                   # all-in-one in $(DIST), built with nfpm
-#   make release    # the packages, the binaries as .tar.gz (fr-analyze too,
-#                   # mk/fr-analyze.mk), a CycloneDX SBOM
+#   make release    # the packages, the binaries as .tar.gz (fr-analyze and
+#                   # otelcol-gpu-ctl too, mk/fr-analyze.mk, mk/ctl.mk), a CycloneDX SBOM
 #                   # per binary, the images as OCI archives (mk/image.mk),
 #                   # and SHA256SUMS over all of them
 #   make package-test  # after make release: installs the packages into
@@ -56,6 +56,10 @@ build_dir_otelcol-gpu         := _build/otelcol-gpu
 configs_otelcol-gpu-agent      = $(filter-out %/manifest.yaml,$(wildcard distributions/agent/*.yaml))
 configs_otelcol-gpu-gateway    = $(filter-out %/manifest.yaml,$(wildcard distributions/gateway/*.yaml))
 configs_otelcol-gpu            = $(wildcard distributions/otelcol-gpu/*.yaml)
+# More binaries a package ships: the gateway's, the console's command line
+# (mk/ctl.mk; one package owns a path, so the all-in-one has none: take it
+# from the otelcol-gpu-ctl tarball).
+package_bins_otelcol-gpu-gateway := bin/otelcol-gpu-ctl
 
 deb_file     = $(DIST)/$(1)_$(PKG_VERSION)-$(PKG_RELEASE)_$(PKG_ARCH).deb
 rpm_file     = $(DIST)/$(1)-$(PKG_VERSION)-$(PKG_RELEASE).$(RPM_ARCH).rpm
@@ -86,9 +90,9 @@ release-version:
 	@echo '$(PKG_VERSION)'
 
 release:
-	$(MAKE) packages release-tarballs release-sboms image-archives fr-analyze-tarball
-	cd $(DIST) && sha256sum $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES) $(FR_ANALYZE_TARBALL)) > SHA256SUMS
-	@echo "release $(PKG_VERSION) in $(DIST):"; cd $(DIST) && ls -l $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES) $(FR_ANALYZE_TARBALL)) SHA256SUMS
+	$(MAKE) packages release-tarballs release-sboms image-archives fr-analyze-tarball ctl-tarball
+	cd $(DIST) && sha256sum $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES) $(FR_ANALYZE_TARBALL) $(CTL_TARBALL)) > SHA256SUMS
+	@echo "release $(PKG_VERSION) in $(DIST):"; cd $(DIST) && ls -l $(notdir $(DEBS) $(RPMS) $(TARBALLS) $(SBOMS) $(RELEASE_IMAGE_ARCHIVES) $(FR_ANALYZE_TARBALL) $(CTL_TARBALL)) SHA256SUMS
 
 # The maintainer scripts with the package's name filled in.
 _build/packaging/%/scripts: $(wildcard packaging/scripts/*.sh)
@@ -100,7 +104,7 @@ _build/packaging/%/scripts: $(wildcard packaging/scripts/*.sh)
 
 # $(1): package
 define package_rules
-$(call deb_file,$(1)) $(call rpm_file,$(1)) &: packaging/$(1).yaml bin/$(1) $$(configs_$(1)) $(PACKAGE_INPUTS) _build/packaging/$(1)/scripts | $(NFPM)
+$(call deb_file,$(1)) $(call rpm_file,$(1)) &: packaging/$(1).yaml bin/$(1) $$(package_bins_$(1)) $$(configs_$(1)) $(PACKAGE_INPUTS) _build/packaging/$(1)/scripts | $(NFPM)
 	@mkdir -p $(DIST)
 	PKG_VERSION='$(PKG_VERSION)' NFPM_ARCH=$(PKG_ARCH) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 	  $(NFPM) package --config packaging/$(1).yaml --packager deb --target $(call deb_file,$(1))

@@ -50,7 +50,30 @@ type spec struct {
 	sysusers    string
 	tmpfiles    string
 	dcgm        bool
+	// More binaries in /usr/bin: static tools, each also released as its
+	// own tarball (ctlTarball).
+	tools []string
 }
+
+// consoleToken is the console's token file in the validations: validate
+// checks that the fragment names one, it does not read it.
+var consoleToken = map[string]string{"OTELCOL_GPU_CONSOLE_TOKEN_FILE": "/etc/otelcol-gpu/console-token"}
+
+// withVars is a's variables and b's.
+func withVars(a, b map[string]string) map[string]string {
+	m := map[string]string{}
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
+}
+
+// ctlName is the fault console's command line (mk/ctl.mk): in the gateway
+// package and in a tarball of its own.
+const ctlName = "otelcol-gpu-ctl"
 
 var specs = []spec{
 	{
@@ -95,15 +118,25 @@ var specs = []spec{
 			{},
 			{configs: []string{"/etc/otelcol-gpu/gateway-kafka-tls-sasl.yaml"}, vars: map[string]string{"KAFKA_SASL_USERNAME": "gateway", "KAFKA_SASL_PASSWORD": "secret"}},
 			{envFile: "/usr/share/otelcol-gpu/gateway-small-cluster.env"},
+			// The fault console, merged last in each mode.
+			{configs: []string{"/etc/otelcol-gpu/gateway-console.yaml"}, vars: consoleToken},
+			{
+				configs: []string{"/etc/otelcol-gpu/gateway-kafka-tls-sasl.yaml", "/etc/otelcol-gpu/gateway-console.yaml"},
+				vars:    withVars(consoleToken, map[string]string{"KAFKA_SASL_USERNAME": "gateway", "KAFKA_SASL_PASSWORD": "secret"}),
+			},
+			{envFile: "/usr/share/otelcol-gpu/gateway-small-cluster.env", configs: []string{"/etc/otelcol-gpu/gateway-small-cluster-console.yaml"}, vars: consoleToken},
 		},
 		conffiles: []string{
+			"/etc/otelcol-gpu/gateway-console.yaml",
 			"/etc/otelcol-gpu/gateway-kafka-tls-sasl.yaml",
+			"/etc/otelcol-gpu/gateway-small-cluster-console.yaml",
 			"/etc/otelcol-gpu/gateway-small-cluster.yaml",
 			"/etc/otelcol-gpu/gateway.env",
 			"/etc/otelcol-gpu/gateway.yaml",
 		},
 		unit:     "otelcol-gpu-gateway.service",
 		sysusers: "/usr/lib/sysusers.d/otelcol-gpu-gateway.conf",
+		tools:    []string{ctlName},
 	},
 	{
 		name:      "otelcol-gpu",
@@ -112,9 +145,15 @@ var specs = []spec{
 		validations: []validation{
 			{},
 			{configs: []string{"/etc/otelcol-gpu/otelcol-gpu-remote-write.yaml"}},
+			{configs: []string{"/etc/otelcol-gpu/otelcol-gpu-console.yaml"}, vars: consoleToken},
+			{configs: []string{"/etc/otelcol-gpu/otelcol-gpu-remote-write.yaml", "/etc/otelcol-gpu/otelcol-gpu-console.yaml"}, vars: consoleToken},
 		},
-		conffiles: []string{"/etc/otelcol-gpu/otelcol-gpu-remote-write.yaml", "/etc/otelcol-gpu/otelcol-gpu.yaml"},
-		dcgm:      true,
+		conffiles: []string{
+			"/etc/otelcol-gpu/otelcol-gpu-console.yaml",
+			"/etc/otelcol-gpu/otelcol-gpu-remote-write.yaml",
+			"/etc/otelcol-gpu/otelcol-gpu.yaml",
+		},
+		dcgm: true,
 	},
 }
 
@@ -315,7 +354,7 @@ func TestDebs(t *testing.T) {
 				_, err := os.Lstat(wants)
 				assert.ErrorIs(t, err, fs.ErrNotExist, "removal left the service enabled")
 			}
-			for _, p := range append([]string{"/usr/bin/" + s.name}, s.conffiles...) {
+			for _, p := range append(append([]string{"/usr/bin/" + s.name}, s.conffiles...), toolPaths(s)...) {
 				assert.NoFileExists(t, filepath.Join(root, p))
 			}
 			if s.unit != "" {
@@ -349,7 +388,7 @@ func TestDebsTogether(t *testing.T) {
 	dpkgRoot(t, root, "--purge", "otelcol-gpu-agent")
 	for _, s := range specs[1:] {
 		assert.FileExists(t, filepath.Join(root, "usr/bin", s.name))
-		for _, c := range s.conffiles {
+		for _, c := range append(s.conffiles, toolPaths(s)...) {
 			assert.FileExists(t, filepath.Join(root, c))
 		}
 	}
@@ -441,7 +480,7 @@ func TestRPMs(t *testing.T) {
 			checkInstalled(t, r, s, root)
 
 			run(t, nil, rpm, "--root="+root, "-e", "--nodeps", "--noscripts", s.name)
-			for _, p := range append([]string{"/usr/bin/" + s.name}, s.conffiles...) {
+			for _, p := range append(append([]string{"/usr/bin/" + s.name}, s.conffiles...), toolPaths(s)...) {
 				assert.NoFileExists(t, filepath.Join(root, p))
 			}
 		})
@@ -470,6 +509,17 @@ func checkInstalled(t *testing.T, r release, s spec, root string) {
 	assert.True(t, bytes.Equal(installed, released), "the package's %s is not the tarball's", s.name)
 
 	assertVersion(t, r, run(t, nil, bin, "--version"))
+
+	for _, tool := range s.tools {
+		path := filepath.Join(root, "usr/bin", tool)
+		assertMode(t, path, 0o755)
+		installed, err := os.ReadFile(path)
+		require.NoError(t, err)
+		released, err := os.ReadFile(ctlTarballBinary(t, r))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(installed, released), "the package's %s is not its tarball's", tool)
+		checkCtl(t, path)
+	}
 
 	for _, v := range s.validations {
 		validate(t, root, s, v)
@@ -665,6 +715,7 @@ func TestSHA256SUMS(t *testing.T) {
 		require.True(t, ok, "SHA256SUMS: %q", line)
 		listed = append(listed, name)
 	}
+	assert.Contains(t, listed, filepath.Base(r.tarball(ctlName)), "mk/ctl.mk's tarball")
 	for _, s := range specs {
 		for _, p := range []string{r.deb(s.name), r.rpm(s.name), r.tarball(s.name), r.sbom(s.name)} {
 			assert.Contains(t, listed, filepath.Base(p))
@@ -807,4 +858,73 @@ func nfpmBin(t *testing.T) string {
 	_, err := os.Stat(nfpm)
 	require.NoError(t, err, "%s is missing: make tools installs it", nfpm)
 	return nfpm
+}
+
+// toolPaths are the installed paths of s's tools.
+func toolPaths(s spec) []string {
+	var paths []string
+	for _, tool := range s.tools {
+		paths = append(paths, "/usr/bin/"+tool)
+	}
+	return paths
+}
+
+// TestCtlTarball: mk/ctl.mk's tarball holds otelcol-gpu-ctl, LICENSE and
+// the console's README.md in one directory named like it, owned by root,
+// and the binary is static and runs.
+func TestCtlTarball(t *testing.T) {
+	r := getRelease(t)
+	path := r.tarball(ctlName)
+	requireArtifact(t, path)
+	dir := strings.TrimSuffix(filepath.Base(path), ".tar.gz")
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		names = append(names, h.Name)
+		assert.Equal(t, 0, h.Uid, h.Name)
+		assert.Equal(t, 0, h.Gid, h.Name)
+		if h.Name == dir+"/"+ctlName {
+			assert.Equal(t, int64(0o755), h.Mode&0o777)
+		}
+	}
+	assert.Equal(t, []string{dir + "/", dir + "/LICENSE", dir + "/README.md", dir + "/" + ctlName}, names)
+	checkCtl(t, ctlTarballBinary(t, r))
+}
+
+// ctlTarballBinary extracts otelcol-gpu-ctl from its release tarball.
+func ctlTarballBinary(t *testing.T, r release) string {
+	t.Helper()
+	return tarballBinary(t, r, spec{name: ctlName})
+}
+
+// checkCtl: otelcol-gpu-ctl is static (no cgo: no interpreter, no shared
+// library, it runs on any Linux machine) and answers -h with its usage
+// (exit 2, as for every usage message).
+func checkCtl(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "%s is dynamically linked: build it with CGO_ENABLED=0 (mk/ctl.mk)", bin)
+	}
+	libs, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	assert.Empty(t, libs, "%s links shared libraries", bin)
+
+	out, err := exec.Command(bin, "-h").CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s -h: %s", bin, out)
+	assert.Equal(t, 2, exit.ExitCode(), "%s -h: the usage status", bin)
+	assert.Contains(t, string(out), "usage: otelcol-gpu-ctl")
 }

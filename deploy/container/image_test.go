@@ -5,6 +5,7 @@ package container
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,6 +27,8 @@ type image struct {
 	// Each entry is one `validate` run: the --config files, in order, from
 	// /etc/otelcol-gpu.
 	validate [][]string
+	// More binaries in /usr/bin, static, built into bin/ (mk/ctl.mk).
+	tools []string
 }
 
 var images = []image{
@@ -37,9 +40,15 @@ var images = []image{
 	{name: "otelcol-gpu-gateway", dist: "gateway", validate: [][]string{
 		{"config.yaml"},
 		{"config.yaml", "kafka-tls-sasl.yaml"},
-	}},
+		{"config.yaml", "small-cluster.yaml"},
+		// The fault console, merged last in each mode.
+		{"config.yaml", "console.yaml"},
+		{"config.yaml", "kafka-tls-sasl.yaml", "console.yaml"},
+		{"config.yaml", "small-cluster.yaml", "small-cluster-console.yaml"},
+	}, tools: []string{"otelcol-gpu-ctl"}},
 	{name: "otelcol-gpu", dist: "otelcol-gpu", validate: [][]string{
 		{"config.yaml"},
+		{"config.yaml", "console.yaml"},
 	}},
 }
 
@@ -57,6 +66,14 @@ var runEnv = []string{
 	"OTELCOL_GPU_HEALTH_ENDPOINT=127.0.0.1:0",
 	"OTELCOL_GPU_TELEMETRY_HOST=127.0.0.1",
 	"OTELCOL_GPU_TELEMETRY_PORT=0",
+	// The gateway's small-cluster fragment requires its certificate, key
+	// and the agents' tokens, the console's fragments a token file; as
+	// files named here: validate does not read them (the chart mounts
+	// them at these paths).
+	"OTELCOL_GPU_CENTRAL_TLS_CERT_FILE=/etc/otelcol-gpu-central-tls/tls.crt",
+	"OTELCOL_GPU_CENTRAL_TLS_KEY_FILE=/etc/otelcol-gpu-central-tls/tls.key",
+	"OTELCOL_GPU_AGENT_TOKENS_FILE=/etc/otelcol-gpu-central-token/token",
+	"OTELCOL_GPU_CONSOLE_TOKEN_FILE=/etc/otelcol-gpu/console/token",
 }
 
 // The user every image runs as (deploy/container/README.md): the gateway's
@@ -131,6 +148,10 @@ func TestImages(t *testing.T) {
 			out = b.run(t, ctr, []string{"-v", self + ":/otelcol-gpu-image-test:ro", "-e", whoamiEnv + "=1"}, "/otelcol-gpu-image-test")
 			assert.Equal(t, "uid=10001 gid=10001\n", out)
 
+			for _, tool := range im.tools {
+				checkTool(t, b, ctr, mnt, root, tool)
+			}
+
 			if im.name == "otelcol-gpu-agent" {
 				checkAgentWithoutDCGM(t, b, ctr, mnt, entrypoint)
 			}
@@ -195,6 +216,35 @@ func checkAgentWithoutDCGM(t *testing.T, b buildah, ctr, mnt string, entrypoint 
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	require.True(t, ok)
 	assert.Equal(t, uint32(10001), st.Uid, "the queue directory's owner")
+}
+
+// checkTool: /usr/bin/<tool> is bin/<tool> (mode 0755), static (the image
+// needs no library for it), and runs in the image as its user: -h prints
+// its usage with the usage status, 2.
+func checkTool(t *testing.T, b buildah, ctr, mnt, root, tool string) {
+	t.Helper()
+	path := filepath.Join(mnt, "usr/bin", tool)
+	fi, err := os.Stat(path)
+	require.NoError(t, err, "/usr/bin/%s", tool)
+	assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "/usr/bin/%s mode", tool)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join(root, "bin", tool))
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "/usr/bin/%s is not bin/%s", tool, tool)
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	for _, p := range f.Progs {
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "/usr/bin/%s is dynamically linked (mk/ctl.mk builds it with CGO_ENABLED=0)", tool)
+	}
+	require.NoError(t, f.Close())
+
+	args := append(append([]string{}, b.flags...), "run", "--isolation", "chroot", ctr, "--", "/usr/bin/"+tool, "-h")
+	out, err := exec.Command(b.bin, args...).CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s -h in the image: %s", tool, out)
+	assert.Equal(t, 2, exit.ExitCode(), "%s -h: the usage status:\n%s", tool, out)
+	assert.Contains(t, string(out), "usage: "+tool)
 }
 
 // makeVars reads what mk/image.mk builds with (make image-vars), so the

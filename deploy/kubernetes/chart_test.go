@@ -54,6 +54,11 @@ const (
 	// dcgmExporterDropInScenario: the agents serve dcgm-exporter's page
 	// (ci/dcgm-exporter-dropin-values.yaml).
 	dcgmExporterDropInScenario = "dcgm-exporter-dropin"
+	// consoleScenario: the fault console on the Kafka gateways
+	// (ci/console-values.yaml); smallClusterConsoleScenario: the same over
+	// the small-cluster mode, whose central has a NetworkPolicy.
+	consoleScenario             = "console"
+	smallClusterConsoleScenario = "small-cluster-console"
 )
 
 var scenarios = []scenario{
@@ -62,6 +67,8 @@ var scenarios = []scenario{
 	{otlpAuthOverlay, []string{"production-values.yaml", "production-otlp-auth-values.yaml"}},
 	{smallClusterScenario, []string{"small-cluster-values.yaml"}},
 	{dcgmExporterDropInScenario, []string{"dcgm-exporter-dropin-values.yaml"}},
+	{consoleScenario, []string{"console-values.yaml"}},
+	{smallClusterConsoleScenario, []string{"small-cluster-values.yaml", "console-values.yaml"}},
 	{defaultScenario, nil},
 }
 

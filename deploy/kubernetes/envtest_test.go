@@ -274,7 +274,7 @@ func checkAgent(t *testing.T, objs []*unstructured.Unstructured, overlay string)
 	require.NotNil(t, host.ValueFrom)
 	assert.Equal(t, "spec.nodeName", host.ValueFrom.FieldRef.FieldPath)
 	endpoints := []string{"KAFKA_BROKERS", "DCGM_ENDPOINT"}
-	if overlay == smallClusterScenario {
+	if isSmallCluster(overlay) {
 		// No Kafka: the agents send to the central gateway.
 		assert.Nil(t, envVar(agent, "KAFKA_BROKERS"), "small cluster: KAFKA_BROKERS")
 		endpoints = []string{"DCGM_ENDPOINT"}
@@ -374,7 +374,7 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	assert.Equal(t, "otelcol-gpu-gateway", pod.ServiceAccountName, "deploy/rbac's subject")
 
 	endpoints := []string{"KAFKA_BROKERS", "PROMETHEUS_REMOTE_WRITE_URL", "LOKI_OTLP_ENDPOINT", "TEMPO_OTLP_ENDPOINT"}
-	if overlay == smallClusterScenario {
+	if isSmallCluster(overlay) {
 		assert.Nil(t, envVar(gw, "KAFKA_BROKERS"), "small cluster: KAFKA_BROKERS")
 		endpoints = endpoints[1:]
 	}
@@ -406,16 +406,23 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 	dryRun := envVar(gw, "REMEDIATION_DRY_RUN")
 	require.NotNil(t, dryRun)
 	switch overlay {
-	case devScenario, defaultScenario, smallClusterScenario, dcgmExporterDropInScenario:
+	case devScenario, defaultScenario, smallClusterScenario, dcgmExporterDropInScenario, consoleScenario, smallClusterConsoleScenario:
 		replicas := 1
-		if overlay == defaultScenario || overlay == dcgmExporterDropInScenario {
+		if overlay == defaultScenario || overlay == dcgmExporterDropInScenario || overlay == consoleScenario {
 			replicas = 3 // the defaults' gateway
 		}
 		assert.EqualValues(t, replicas, *sts.Spec.Replicas)
 		assert.Equal(t, "true", dryRun.Value)
 		want := []string{"--config=/etc/otelcol-gpu/config.yaml"}
-		if overlay == smallClusterScenario {
+		if isSmallCluster(overlay) {
 			want = append(want, "--config=/etc/otelcol-gpu/"+smallClusterFragment)
+		}
+		// The console's fragment last (chart_console_test.go checks it).
+		switch overlay {
+		case consoleScenario:
+			want = append(want, "--config=/etc/otelcol-gpu/console.yaml")
+		case smallClusterConsoleScenario:
+			want = append(want, "--config=/etc/otelcol-gpu/small-cluster-console.yaml")
 		}
 		assert.Equal(t, want, gw.Args)
 	default:
@@ -510,7 +517,7 @@ const kafkaTLSSASLFragment = "kafka-tls-sasl.yaml"
 func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, c corev1.Container, distribution, overlay string) {
 	t.Helper()
 	brokers := typed[corev1.ConfigMap](t, objs, "ConfigMap", "otelcol-gpu-endpoints").Data["KAFKA_BROKERS"]
-	if overlay == smallClusterScenario {
+	if isSmallCluster(overlay) {
 		// No Kafka at all.
 		for _, arg := range c.Args {
 			assert.NotContains(t, arg, kafkaTLSSASLFragment, "%s: small cluster has no Kafka", c.Name)
@@ -600,10 +607,11 @@ func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod cor
 // chart rendering them, each documented in deploy/README.md: the
 // KafkaUsers' passwords and the Kafka cluster CA, which Strimzi creates in
 // namespace kafka and which are mirrored into otelcol-gpu, the optional
-// remediation webhook, and the agents' OTLP token (agent.otlp.auth).
+// remediation webhook, the agents' OTLP token (agent.otlp.auth) and the
+// fault console's token (gateway.console.tokenSecret of ci/console-values.yaml).
 func externalSecrets(t *testing.T) []string {
 	t.Helper()
-	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation", otlpTokenSecret}
+	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation", otlpTokenSecret, consoleTokenSecret}
 	for name := range readStrimziUsers(t) {
 		names = append(names, name)
 	}
@@ -652,6 +660,11 @@ func checkSecretsResolvable(t *testing.T, objs []*unstructured.Unstructured, pod
 // isProduction: the production values, alone or with OTLP auth.
 func isProduction(overlay string) bool {
 	return overlay == productionScenario || overlay == otlpAuthOverlay
+}
+
+// isSmallCluster: the small-cluster values, alone or with the console.
+func isSmallCluster(overlay string) bool {
+	return overlay == smallClusterScenario || overlay == smallClusterConsoleScenario
 }
 
 // checkDevKafka: the dev Kafka (dev-kafka) is one node, so every topic has

@@ -111,3 +111,67 @@ running collectors).
     items:
       - {key: {{ .Values.smallCluster.tokenSecret.key }}, path: token}
 {{- end }}
+
+{{/*
+The fault console (gateway.console): the fragment merged after the others
+(small-cluster-console.yaml in the small-cluster mode), and the checks of
+its values, which fail the render naming the value.
+*/}}
+{{- define "otelcol-gpu.consoleFragment" -}}
+{{- if .Values.smallCluster.enabled }}small-cluster-console.yaml{{ else }}console.yaml{{ end }}
+{{- end }}
+{{- define "otelcol-gpu.consoleCheck" -}}
+{{- $c := .Values.gateway.console }}
+{{- if not $c.tokenSecret }}
+{{- fail "gateway.console.tokenSecret: name an existing Secret with key token (the console's bearer token, at least 16 bytes: kubectl -n <namespace> create secret generic otelcol-gpu-console-token --from-literal=token=$(openssl rand -hex 32)); the chart does not make one" }}
+{{- end }}
+{{- if not (kindIs "string" $c.tokenSecret) }}
+{{- fail (printf "gateway.console.tokenSecret: %v is not a Secret's name (the Secret's key must be token)" $c.tokenSecret) }}
+{{- end }}
+{{- $port := int $c.port }}
+{{- if or (lt $port 1) (gt $port 65535) (ne (toString $port) (toString $c.port)) }}
+{{- fail (printf "gateway.console.port: %v is not a port (1-65535)" $c.port) }}
+{{- end }}
+{{- if not (kindIs "slice" ($c.allowedNamespaces | default list)) }}
+{{- fail (printf "gateway.console.allowedNamespaces: %v is not a list of namespace names" $c.allowedNamespaces) }}
+{{- end }}
+{{- with $c.allowedPodSelector }}
+{{- if not (kindIs "map" .) }}
+{{- fail (printf "gateway.console.allowedPodSelector: %v is not a label selector" .) }}
+{{- end }}
+{{- range $k, $_ := . }}
+{{- if not (has $k (list "matchLabels" "matchExpressions")) }}
+{{- fail (printf "gateway.console.allowedPodSelector: %q is not a field of a label selector (matchLabels, matchExpressions)" $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if has $port (list 13134 8889 4317) }}
+{{- fail (printf "gateway.console.port: %d is already the gateway's (health 13134, telemetry 8889, OTLP 4317)" $port) }}
+{{- end }}
+{{- end }}
+{{- define "otelcol-gpu.consoleEnv" -}}
+# The fault console (distributions/gateway/console.yaml): on the pod's
+# address, its token from Secret gateway.console.tokenSecret.
+- name: OTELCOL_GPU_CONSOLE_ENDPOINT
+  value: "0.0.0.0:{{ int .Values.gateway.console.port }}"
+- name: OTELCOL_GPU_CONSOLE_TOKEN_FILE
+  value: /etc/otelcol-gpu/console/token
+{{- with .Values.gateway.console.traceURL }}
+- name: OTELCOL_GPU_CONSOLE_TRACE_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.gateway.console.logsURL }}
+- name: OTELCOL_GPU_CONSOLE_LOGS_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- define "otelcol-gpu.consoleVolume" -}}
+# The console's token, a directory (a rotated Secret reaches the file; the
+# console reads it at start), readable by the gateway's group only.
+- name: console-token
+  secret:
+    secretName: {{ .Values.gateway.console.tokenSecret }}
+    defaultMode: 0440
+    items:
+      - {key: token, path: token}
+{{- end }}
