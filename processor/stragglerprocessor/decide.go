@@ -33,6 +33,7 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	eff.decided++
 
 	samples := p.samples[:0]
+	consistentWaits(st.records)
 	for i := range st.records {
 		r := &st.records[i]
 		wait, hw := r.collectiveWait()
@@ -235,6 +236,57 @@ func (p *stragglerProcessor) logJobTransition(key jobKey, jd straggler.JobDecisi
 		zap.String("kind", semconv.VerdictJobSlowdown), zap.Int64("onset_step", v.OnsetStep),
 		zap.Int64("opened_step", v.OpenedStep), zap.Int64("resolved_step", v.ResolvedStep),
 		zap.Float64("peak_share", v.PeakShare), zap.Float64("slow_share", jd.SlowShare))
+}
+
+// commWait markers (rankRecord.commWait).
+const (
+	waitNotTotal  time.Duration = -1 // wait is training.phase.comm_wait_ns
+	waitTotalOnly time.Duration = -2 // wait is nccl.collectives.total_ns, and the span has no comm_wait_ns
+	waitNone      time.Duration = -3 // the span has neither
+)
+
+// consistentWaits gives every rank of a step a wait from the same source
+// before the link test compares them. nccl.collectives.total_ns (every
+// collective's duration, from the flight recorder folded in by stepspan,
+// or from the script) is preferred when every rank has it; a rank whose
+// flight-recorder dump was not yet read when its step span left the agent
+// has only the script's training.phase.comm_wait_ns, which counts only the
+// exposed wait and is far smaller. Compared with each other, the ranks
+// whose dumps happened to be read look link-slow: a whole node's worth of
+// false straggler.link verdicts on a busy node. So a step whose ranks have
+// total_ns only in part uses comm_wait_ns for all when every rank has it,
+// and else no wait at all (no link verdicts that step).
+func consistentWaits(records []rankRecord) {
+	withTotal, withComm := 0, 0
+	for i := range records {
+		switch c := records[i].commWait; {
+		case c == waitNotTotal:
+			withComm++
+		case c >= 0:
+			withTotal++
+			withComm++
+		case c == waitTotalOnly:
+			withTotal++
+		}
+	}
+	if withTotal == 0 || withTotal == len(records) {
+		return
+	}
+	useComm := withComm == len(records)
+	for i := range records {
+		r := &records[i]
+		w, hw := r.collectiveWait()
+		switch {
+		case !useComm:
+			w = 0
+		case r.commWait >= 0:
+			w = r.commWait
+		}
+		if hw {
+			w = ^w
+		}
+		r.wait = w
+	}
 }
 
 // collectiveWait decodes the record's wait and hardware-trouble flag.

@@ -103,7 +103,7 @@ type jobState struct {
 }
 
 // rankRecord is what an open step keeps of one rank's span: the signals of
-// the decision and what a verdict span names. 96 bytes; the strings are
+// the decision and what a verdict span names. 104 bytes; the strings are
 // interned per job, so they cost only their headers here. The trace id is
 // the step's and is not kept.
 type rankRecord struct {
@@ -111,7 +111,13 @@ type rankRecord struct {
 	compute time.Duration
 	// wait is the collective wait (>= 0), or its bitwise complement (< 0)
 	// when the span reported hardware trouble: a flag without a 97th byte.
-	wait       time.Duration
+	wait time.Duration
+	// commWait says where wait came from: waitNotTotal when from
+	// training.phase.comm_wait_ns, waitNone when the span has no wait;
+	// from nccl.collectives.total_ns, the span's
+	// training.phase.comm_wait_ns, or waitTotalOnly without one
+	// (consistentWaits chooses one source for a step).
+	commWait   time.Duration
 	start, end pcommon.Timestamp
 	spanID     pcommon.SpanID // the rank span's own id, for the verdict span's link
 	group      string         // training.pp_stage, "" without one
@@ -339,20 +345,31 @@ func (p *stragglerProcessor) gather(a *steprecord.Attrs, x *extraSignals, span p
 		st.worldSize = max(st.worldSize, a.Int(steprecord.FieldWorldSize))
 	}
 	compute, wait := signal(a, span)
+	commWait := waitNone
+	if a.Has(steprecord.FieldPhaseCommWait) {
+		commWait = waitNotTotal
+	}
+	if a.Has(steprecord.FieldCollectivesTotalNs) {
+		commWait = waitTotalOnly
+		if a.Has(steprecord.FieldPhaseCommWait) {
+			commWait = time.Duration(max(a.Int(steprecord.FieldPhaseCommWait), 0))
+		}
+	}
 	if x.hwTrouble {
 		wait = ^wait
 	}
 	reserved := cap(st.records)
 	st.records = append(st.records, rankRecord{
-		rank:    rank,
-		compute: compute,
-		wait:    wait,
-		start:   span.StartTimestamp(),
-		end:     span.EndTimestamp(),
-		spanID:  span.SpanID(),
-		group:   p.intern(js, nameGroup, a.Stage()),
-		host:    p.intern(js, nameHost, a.Host()),
-		gpu:     p.intern(js, nameGPU, a.GPU()),
+		rank:     rank,
+		compute:  compute,
+		wait:     wait,
+		commWait: commWait,
+		start:    span.StartTimestamp(),
+		end:      span.EndTimestamp(),
+		spanID:   span.SpanID(),
+		group:    p.intern(js, nameGroup, a.Stage()),
+		host:     p.intern(js, nameHost, a.Host()),
+		gpu:      p.intern(js, nameGPU, a.GPU()),
 	})
 	p.held += cap(st.records) - reserved
 	if len(st.records) == 1 || span.StartTimestamp() < st.start {

@@ -175,7 +175,7 @@ func BenchmarkOpenStepMemory16384Ranks(b *testing.B) {
 }
 
 // TestOpenStepMemoryPerRank keeps the open step's memory near the record's
-// 96 bytes: issue 6 aims at 200 B per rank; 400 leaves room for the
+// 104 bytes: issue 6 aims at 200 B per rank; 400 leaves room for the
 // allocator and the GC's accounting.
 func TestOpenStepMemoryPerRank(t *testing.T) {
 	cold, warm := openStepBytesPerRank(t, 16384)

@@ -44,6 +44,9 @@ type rank struct {
 	duration  time.Duration
 	compute   time.Duration // split over the four phases; 0: no phase attributes
 	wait      time.Duration // nccl.collectives.total_ns; 0: absent
+	// commWait is training.phase.comm_wait_ns when hasCommWait.
+	commWait    time.Duration
+	hasCommWait bool
 }
 
 func (r rank) traces() ptrace.Traces {
@@ -83,6 +86,9 @@ func (r rank) appendTo(td ptrace.Traces) {
 		a.PutInt("training.phase.forward_ns", int64(fwd))
 		a.PutInt("training.phase.backward_ns", int64(bwd))
 		a.PutInt("training.phase.optimizer_ns", int64(r.compute-fwd-bwd))
+	}
+	if r.hasCommWait {
+		a.PutInt("training.phase.comm_wait_ns", int64(r.commWait))
 	}
 	if r.wait > 0 {
 		a.PutInt("nccl.collectives.total_ns", int64(r.wait))
@@ -428,6 +434,53 @@ func TestOpenVerdictOutlivesAFlag(t *testing.T) {
 	assert.False(t, hasRatio, "no flag this step, so no flag evidence")
 	score, _ := a.Get("straggler.score")
 	assert.Less(t, score.Double(), 3.5)
+}
+
+// A step whose ranks carry nccl.collectives.total_ns only in part (the
+// flight-recorder dumps of one node were read in time for its spans, the
+// others' not) compares the script's comm_wait_ns of all of them: no
+// node's worth of straggler.link verdicts for the ranks whose dumps
+// happened to be read, and a rank whose exposed wait is long still found.
+func TestMixedWaitSourcesCompareTheSameWait(t *testing.T) {
+	h := newHarness(t, defaultConfig())
+	for step := int64(1); step <= 5; step++ {
+		for r := int64(0); r < 16; r++ {
+			rk := rank{job: "j", step: step, rank: r, worldSize: 16, ppStage: 0, start: t0, duration: 2 * time.Second,
+				compute: healthyCompute(r), commWait: 100 * time.Millisecond, hasCommWait: true}
+			if r < 4 { // node 0: its collectives were folded in
+				rk.wait = 900 * time.Millisecond
+			}
+			if r == 12 {
+				rk.commWait = 700 * time.Millisecond // a slow link: a long exposed wait
+			}
+			h.send(t, rk)
+		}
+	}
+	v := h.verdicts(t)
+	for r := int64(0); r < 4; r++ {
+		assert.NotEqual(t, "straggler.link", verdict(v, 5, r), "rank %d: its flight-recorder data was read, nothing else", r)
+		assert.NotEqual(t, "flagged", verdict(v, 5, r), "rank %d", r)
+	}
+	assert.Equal(t, "straggler.link", verdict(v, 5, 12))
+}
+
+// Mixed sources without comm_wait_ns on every rank: the step judges no
+// link, rather than comparing total_ns with nothing.
+func TestMixedWaitSourcesWithoutCommWaitJudgeNoLink(t *testing.T) {
+	h := newHarness(t, defaultConfig())
+	for step := int64(1); step <= 5; step++ {
+		for r := int64(0); r < 16; r++ {
+			rk := rank{job: "j", step: step, rank: r, worldSize: 16, ppStage: 0, start: t0, duration: 2 * time.Second, compute: healthyCompute(r)}
+			if r < 4 {
+				rk.wait = 900 * time.Millisecond
+			}
+			h.send(t, rk)
+		}
+	}
+	v := h.verdicts(t)
+	for r := int64(0); r < 16; r++ {
+		assert.NotEqual(t, "straggler.link", verdict(v, 5, r), "rank %d", r)
+	}
 }
 
 func TestSlowLinkVerdict(t *testing.T) {
@@ -784,7 +837,7 @@ func TestInternSharesStringsAndIsBounded(t *testing.T) {
 }
 
 func TestRankRecordIsCompact(t *testing.T) {
-	assert.Equal(t, uintptr(96), unsafe.Sizeof(rankRecord{}), "README and BENCHMARKS quote the per-rank memory")
+	assert.Equal(t, uintptr(104), unsafe.Sizeof(rankRecord{}), "README and BENCHMARKS quote the per-rank memory")
 }
 
 func TestMaxHeldRanksDecidesTheOldestStep(t *testing.T) {
