@@ -23,6 +23,7 @@ var notHardware = map[string]string{
 	"AttrProcessName":        "the training process",
 	"AttrSlurmJobID":         "workload attribution",
 	"AttrTrainingJobID":      "training contract (docs/training-scripts.md)",
+	"AttrTrainingAttempt":    "training contract (docs/training-scripts.md): the flight recorder reads it from the dump's path",
 	"AttrTrainingRank":       "training contract (docs/training-scripts.md)",
 	"AttrTrainingWorldSize":  "training contract (docs/training-scripts.md)",
 }
