@@ -38,7 +38,7 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 		r := &st.records[i]
 		wait, hw := r.collectiveWait()
 		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: r.compute, CollectiveWait: wait,
-			HardwareTrouble: hw})
+			NoWait: r.commWait == waitExcluded, HardwareTrouble: hw})
 	}
 	jd := js.detector.Decide(st.step, samples, int64(st.start))
 	d := jd.StepDecision
@@ -243,44 +243,43 @@ const (
 	waitNotTotal  time.Duration = -1 // wait is training.phase.comm_wait_ns
 	waitTotalOnly time.Duration = -2 // wait is nccl.collectives.total_ns, and the span has no comm_wait_ns
 	waitNone      time.Duration = -3 // the span has neither
+	waitExcluded  time.Duration = -4 // set by consistentWaits: not the step's wait source
 )
 
-// consistentWaits gives every rank of a step a wait from the same source
-// before the link test compares them. nccl.collectives.total_ns (every
-// collective's duration, from the flight recorder folded in by stepspan,
-// or from the script) is preferred when every rank has it; a rank whose
-// flight-recorder dump was not yet read when its step span left the agent
-// has only the script's training.phase.comm_wait_ns, which counts only the
-// exposed wait and is far smaller. Compared with each other, the ranks
-// whose dumps happened to be read look link-slow: a whole node's worth of
-// false straggler.link verdicts on a busy node. So a step whose ranks have
-// total_ns only in part uses comm_wait_ns for all when every rank has it,
-// and else no wait at all (no link verdicts that step).
+// consistentWaits makes the waits a step's link test compares come from
+// one source. nccl.collectives.total_ns (every collective's duration, from
+// the flight recorder folded in by stepspan, or from the script) and the
+// script's training.phase.comm_wait_ns (the exposed wait only, far
+// smaller) cannot be compared: stepspan folds total_ns in only for the
+// ranks whose dumps were read before their step left the agent, and a busy
+// node's ranks that had it looked link-slow beside peers that had only
+// comm_wait_ns. The step uses total_ns when at least half its ranks have
+// it, else comm_wait_ns; a rank without the chosen one has no comparable
+// wait this step (waitExcluded: left out of the statistics, never a link
+// straggler).
 func consistentWaits(records []rankRecord) {
-	withTotal, withComm := 0, 0
+	withTotal := 0
 	for i := range records {
-		switch c := records[i].commWait; {
-		case c == waitNotTotal:
-			withComm++
-		case c >= 0:
-			withTotal++
-			withComm++
-		case c == waitTotalOnly:
+		if c := records[i].commWait; c >= 0 || c == waitTotalOnly {
 			withTotal++
 		}
 	}
 	if withTotal == 0 || withTotal == len(records) {
 		return
 	}
-	useComm := withComm == len(records)
+	useTotal := 2*withTotal >= len(records)
 	for i := range records {
 		r := &records[i]
 		w, hw := r.collectiveWait()
-		switch {
-		case !useComm:
-			w = 0
-		case r.commWait >= 0:
-			w = r.commWait
+		switch c := r.commWait; {
+		case useTotal && (c >= 0 || c == waitTotalOnly), !useTotal && c == waitNotTotal:
+			continue // its wait is from the chosen source
+		case !useTotal && c >= 0:
+			w = c // the script's comm_wait_ns beside its total_ns
+			r.commWait = waitNotTotal
+		default:
+			r.commWait = waitExcluded
+			continue
 		}
 		if hw {
 			w = ^w

@@ -116,7 +116,8 @@ type rankRecord struct {
 	// training.phase.comm_wait_ns, waitNone when the span has no wait;
 	// from nccl.collectives.total_ns, the span's
 	// training.phase.comm_wait_ns, or waitTotalOnly without one
-	// (consistentWaits chooses one source for a step).
+	// (consistentWaits chooses one source for a step and marks the ranks
+	// without it waitExcluded).
 	commWait   time.Duration
 	start, end pcommon.Timestamp
 	spanID     pcommon.SpanID // the rank span's own id, for the verdict span's link

@@ -464,6 +464,31 @@ func TestMixedWaitSourcesCompareTheSameWait(t *testing.T) {
 	assert.Equal(t, "straggler.link", verdict(v, 5, 12))
 }
 
+// Most ranks have total_ns (the flight recorder of most nodes was read):
+// they are compared on it, and a slow link among them is found; the ranks
+// without it are left out of the link test that step.
+func TestMostlyTotalWaitsFindTheSlowLink(t *testing.T) {
+	h := newHarness(t, defaultConfig())
+	for step := int64(1); step <= 5; step++ {
+		for r := int64(0); r < 16; r++ {
+			rk := rank{job: "j", step: step, rank: r, worldSize: 16, ppStage: 0, start: t0, duration: 2 * time.Second,
+				compute: healthyCompute(r), commWait: 100 * time.Millisecond, hasCommWait: true}
+			if r < 12 {
+				rk.wait = 300 * time.Millisecond
+			}
+			if r == 5 {
+				rk.wait = 1200 * time.Millisecond // its link: the transfers take 4x
+			}
+			h.send(t, rk)
+		}
+	}
+	v := h.verdicts(t)
+	assert.Equal(t, "straggler.link", verdict(v, 5, 5))
+	for r := int64(12); r < 16; r++ {
+		assert.NotEqual(t, "straggler.link", verdict(v, 5, r), "rank %d has no total_ns", r)
+	}
+}
+
 // Mixed sources without comm_wait_ns on every rank: the step judges no
 // link, rather than comparing total_ns with nothing.
 func TestMixedWaitSourcesWithoutCommWaitJudgeNoLink(t *testing.T) {

@@ -26,6 +26,11 @@ type RankSample struct {
 	// A compute straggler waits least (its peers wait for it); the members of
 	// a communicator behind a slow link wait longest while computing normally.
 	CollectiveWait time.Duration
+	// NoWait says the rank's CollectiveWait cannot be compared with its
+	// peers' this step (it was measured another way): it is left out of
+	// the wait statistics and is never a link straggler. A group where
+	// fewer than half the ranks have a comparable wait judges no link.
+	NoWait bool
 	// Link identifies the communicator the rank's collectives ran on
 	// (optional), so a slow link can be told from peers of a straggler.
 	Link string
@@ -171,7 +176,7 @@ func DecideStep(samples []RankSample, opts Options) StepDecision {
 		}
 		groupOf[i] = g
 		counts[g]++
-		if s.CollectiveWait > 0 {
+		if s.CollectiveWait > 0 && !s.NoWait {
 			hasWait = true
 		}
 		d.Ranks[i].Rank = s.Rank
@@ -282,14 +287,33 @@ func scoreGroup(samples []RankSample, members []int32, buf []int64, o Options, r
 // returns the median in nanoseconds.
 func waitStats(samples []RankSample, members []int32, buf []int64, st *GroupStats) float64 {
 	var sum float64
-	for j, i := range members {
-		buf[j] = nonNegative(samples[i].CollectiveWait)
-		sum += float64(buf[j])
+	known := buf[:0]
+	for _, i := range members {
+		if samples[i].NoWait {
+			continue
+		}
+		known = append(known, nonNegative(samples[i].CollectiveWait))
+		sum += float64(known[len(known)-1])
 	}
-	med := median(buf)
+	if len(known) == 0 {
+		return 0
+	}
+	med := median(known)
 	st.MedianWait = durationOf(med)
-	st.MeanWait = durationOf(sum / float64(len(members)))
+	st.MeanWait = durationOf(sum / float64(len(known)))
 	return med
+}
+
+// comparableWaits reports whether at least half of the members have a
+// wait that can be compared (not NoWait).
+func comparableWaits(samples []RankSample, members []int32) bool {
+	known := 0
+	for _, i := range members {
+		if !samples[i].NoWait {
+			known++
+		}
+	}
+	return known > 0 && 2*known >= len(members)
 }
 
 // flagLinks flags the ranks that compute normally but wait in collectives
@@ -321,13 +345,15 @@ func flagLinks(samples []RankSample, groupOf, order, starts []int32, groups []Gr
 		// The reference is the typical rank's compute plus wait: a link fault
 		// must cost MinExcess of a step, not of a (possibly tiny) wait.
 		reference := medC + medW
-		if !st.CouldFlag || reference <= 0 {
+		members := order[starts[g]:starts[g+1]]
+		if !st.CouldFlag || reference <= 0 || !comparableWaits(samples, members) {
 			continue
 		}
-		members := order[starts[g]:starts[g+1]]
-		dev := buf[:len(members)]
-		for j, i := range members {
-			dev[j] = saturate(math.Abs(float64(nonNegative(samples[i].CollectiveWait)) - medW))
+		dev := buf[:0]
+		for _, i := range members {
+			if !samples[i].NoWait {
+				dev = append(dev, saturate(math.Abs(float64(nonNegative(samples[i].CollectiveWait))-medW)))
+			}
 		}
 		scale := robustScale(median(dev), reference, o)
 		waitScale[g] = scale
@@ -338,7 +364,7 @@ func flagLinks(samples []RankSample, groupOf, order, starts []int32, groups []Gr
 				continue
 			}
 			s := &samples[i]
-			if explainedByStraggler(s.Link, groupHasStraggler[g], stragglerLinks) {
+			if s.NoWait || explainedByStraggler(s.Link, groupHasStraggler[g], stragglerLinks) {
 				continue
 			}
 			w := float64(nonNegative(s.CollectiveWait))

@@ -347,3 +347,37 @@ func FuzzDecideStep(f *testing.F) {
 		}
 	})
 }
+
+// A rank whose wait is not comparable this step (NoWait) is left out of
+// the wait statistics and is never a link straggler; a group where fewer
+// than half the ranks have a comparable wait judges no link.
+func TestNoWaitRanksAreLeftOutOfTheLinkTest(t *testing.T) {
+	base := func() []RankSample {
+		s := make([]RankSample, 16)
+		for i := range s {
+			s[i] = RankSample{Rank: i, Compute: 100 * ms, CollectiveWait: 20 * ms}
+		}
+		return s
+	}
+	s := base()
+	for i := 0; i < 4; i++ {
+		s[i].CollectiveWait, s[i].NoWait = 400*ms, true // measured another way
+	}
+	s[9].CollectiveWait = 90 * ms
+	d := DecideStep(s, Options{})
+	if got := flaggedRanks(d); !slices.Equal(got, []int{9}) {
+		t.Fatalf("flagged %v, want [9]", got)
+	}
+	if g := d.Groups[0]; g.MedianWait != 20*ms {
+		t.Errorf("median wait %v: the NoWait ranks' waits were counted", g.MedianWait)
+	}
+
+	few := base()
+	for i := 0; i < 9; i++ {
+		few[i].NoWait = true
+	}
+	few[12].CollectiveWait = 90 * ms
+	if got := flaggedRanks(DecideStep(few, Options{})); len(got) != 0 {
+		t.Errorf("flagged %v with 7 of 16 waits comparable, want none", got)
+	}
+}

@@ -48,6 +48,9 @@
 // flagged with it. A long wait on a communicator (or, without Link ids, in
 // a group) that holds a compute straggler this step is not a link fault: it
 // was waiting for the straggler.
+// Ranks marked NoWait (their wait was measured another way this step) are
+// left out of the wait statistics and never flagged link; a group with
+// fewer than half its ranks comparable judges no link.
 //
 // # A job: groups, own history, share and hysteresis (Job)
 //
