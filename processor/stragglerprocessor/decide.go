@@ -270,21 +270,19 @@ func consistentWaits(records []rankRecord) {
 	useTotal := 2*withTotal >= len(records)
 	for i := range records {
 		r := &records[i]
-		w, hw := r.collectiveWait()
 		switch c := r.commWait; {
 		case useTotal && (c >= 0 || c == waitTotalOnly), !useTotal && c == waitNotTotal:
-			continue // its wait is from the chosen source
+			// its wait is from the chosen source
 		case !useTotal && c >= 0:
-			w = c // the script's comm_wait_ns beside its total_ns
-			r.commWait = waitNotTotal
+			// the script's comm_wait_ns beside its total_ns
+			w := c
+			if _, hw := r.collectiveWait(); hw {
+				w = ^w
+			}
+			r.wait, r.commWait = w, waitNotTotal
 		default:
 			r.commWait = waitExcluded
-			continue
 		}
-		if hw {
-			w = ^w
-		}
-		r.wait = w
 	}
 }
 
