@@ -290,14 +290,18 @@ func (e *remediationExporter) restoreBreakerEvent(entry audit.Entry) {
 // rememberFault keeps a fault's id for acknowledgements, bounded. Callers
 // hold e.mu.
 func (e *remediationExporter) rememberFault(r fault.Record) {
-	if _, ok := e.recentFaults[r.ID]; !ok {
+	e.rememberRecent(r.ID, recentFault{typ: r.IDType(), severity: string(r.Severity), state: string(r.State), node: nodeOf(r)})
+}
+
+func (e *remediationExporter) rememberRecent(id string, rf recentFault) {
+	if _, ok := e.recentFaults[id]; !ok {
 		if len(e.recentOrder) >= maxRecentFaults {
 			delete(e.recentFaults, e.recentOrder[0])
 			e.recentOrder = e.recentOrder[1:]
 		}
-		e.recentOrder = append(e.recentOrder, r.ID)
+		e.recentOrder = append(e.recentOrder, id)
 	}
-	e.recentFaults[r.ID] = recentFault{typ: r.IDType(), severity: string(r.Severity), state: string(r.State), node: nodeOf(r)}
+	e.recentFaults[id] = rf
 }
 
 // recordToConsole shows the console a decided record and what the

@@ -424,6 +424,63 @@ func TestConsoleBreakerHistoryRestoredFromTheAudit(t *testing.T) {
 	assert.Equal(t, "alice", b.History[1].By)
 }
 
+// A restart loses neither the faults the console showed nor their
+// acknowledgements: a second life reads them from the audit file.
+func TestConsoleFaultsRestoredFromTheAudit(t *testing.T) {
+	h := newHarness(t, withConsole)
+	dbe := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)
+	bus := faultOn(fault.TypeGPUFellOffBus, fault.SeverityP1, "xl009", fault.StateOpen)
+	require.NoError(t, h.consume(dbe, bus))
+	first := h.console.last(t, dbe.ID)
+	require.Equal(t, audit.DecisionActed, first.Decision)
+	require.NoError(t, h.consume(withState(dbe, fault.StateUpdate))) // skipped as a duplicate
+	require.NoError(t, h.consume(withState(bus, fault.StateResolved)))
+	require.NoError(t, h.console.ctl(t).Acknowledge(context.Background(), dbe.ID, operator))
+
+	cfg := *h.exp.cfg
+	exp, err := newRemediationExporter(&cfg, componenttest.NewNopTelemetrySettings(), dependencies{platform: h.platform, clock: h.clock})
+	require.NoError(t, err)
+	rc := &recordingConsole{}
+	require.NoError(t, exp.Start(context.Background(), extHost{testConsoleID: rc}))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+
+	require.Len(t, rc.recorded(), 2, "one per fault, before any record arrives")
+	f := rc.last(t, dbe.ID)
+	assert.Equal(t, "gpu.memory.dbe", f.Type)
+	assert.Equal(t, "P1", f.Severity)
+	assert.Equal(t, console.StateOpen, f.State)
+	assert.Equal(t, "xl003", f.Node)
+	assert.Equal(t, int64(-1), f.Rank)
+	assert.Equal(t, restoredSummary, f.Summary)
+	assert.Equal(t, first.Decision, f.Decision, "what was done, not the duplicate's skip")
+	assert.Equal(t, first.Action, f.Action)
+	assert.Equal(t, first.Reason, f.Reason)
+	assert.False(t, f.FirstSeen.IsZero())
+	require.NotNil(t, f.Ack)
+	assert.Equal(t, console.Acknowledgement{By: "alice", Remote: operator.Remote, Reason: operator.Reason, Time: f.Ack.Time}, *f.Ack)
+	assert.False(t, f.Ack.Time.IsZero())
+
+	g := rc.last(t, bus.ID)
+	assert.Equal(t, console.StateResolved, g.State)
+	assert.Nil(t, g.Ack)
+
+	// The restored fault can be acknowledged again in this life.
+	require.NoError(t, rc.ctl(t).Acknowledge(context.Background(), dbe.ID, operator))
+}
+
+// A collector without a console keeps nothing of the audit for one.
+func TestNoConsoleRestoresNoFaults(t *testing.T) {
+	h := newHarness(t)
+	require.NoError(t, h.consume(faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)))
+	cfg := *h.exp.cfg
+	exp, err := newRemediationExporter(&cfg, componenttest.NewNopTelemetrySettings(), dependencies{platform: h.platform, clock: h.clock})
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	assert.Nil(t, exp.restored)
+	assert.Empty(t, exp.recentFaults)
+}
+
 func TestConsoleAcknowledge(t *testing.T) {
 	h := newHarness(t, withConsole)
 	ctl := h.console.ctl(t)

@@ -85,6 +85,9 @@ type remediationExporter struct {
 	// oldest first in recentOrder).
 	recentFaults map[string]recentFault
 	recentOrder  []string
+	// restored: the faults of earlier lives read from the audit file, for
+	// the console; nil once shown (console_restore.go).
+	restored *restoredFaults
 }
 
 func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps dependencies) (*remediationExporter, error) {
@@ -164,6 +167,7 @@ func (e *remediationExporter) Start(_ context.Context, host component.Host) erro
 	e.mu.Lock()
 	e.audit = a
 	e.console = cons
+	e.showRestored()
 	e.mu.Unlock()
 	if cons != nil {
 		cons.Attach(e.controller)

@@ -26,11 +26,17 @@ func (e *remediationExporter) restoreFromAudit() {
 		return
 	}
 	horizon := e.clock.Now().Add(-lifecycle.OpenRetention)
+	if e.cfg.Console != "" { // shown once the console is known (Start)
+		e.restored = newRestoredFaults()
+	}
 	replayed, err := audit.Replay(e.logger, e.cfg.AuditFile, func(entry audit.Entry) {
 		if entry.Time.Before(horizon) { // a zero time too: it cannot be aged
 			return
 		}
 		e.restore(entry)
+		if e.restored != nil {
+			e.restored.add(entry)
+		}
 	})
 	if err != nil {
 		e.logger.Warn("audit file not read to its end: faults acted on before the restart may be acted on again",

@@ -24,12 +24,7 @@ type storeLimits struct {
 }
 
 // Ack is who acknowledged a fault, when and why.
-type Ack struct {
-	By     string
-	Remote string
-	Reason string
-	Time   time.Time
-}
+type Ack = console.Acknowledgement
 
 // faultEntry is one fault with its acknowledgement. elem is its element in
 // the open or the resolved list (ordered by recorded).
@@ -190,6 +185,13 @@ func (s *store) RecordFault(f console.Fault) {
 		e = &faultEntry{}
 		s.faults[f.ID] = e
 	}
+	// An acknowledgement given through this console stands; one restored
+	// from the recorder's audit is taken when the fault has none.
+	if e.ack == nil && f.Ack != nil {
+		a := *f.Ack
+		e.ack = &a
+	}
+	f.Ack = nil
 	e.fault = f
 	e.recorded = now
 	if f.State == console.StateResolved {

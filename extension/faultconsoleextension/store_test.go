@@ -141,6 +141,35 @@ func TestStoreAcknowledge(t *testing.T) {
 	assert.Equal(t, 1, s.counts().Acknowledged)
 }
 
+// A fault restored after the recorder restarted carries the acknowledgement
+// its audit kept; one given here is not replaced by it.
+func TestStoreTakesARestoredAcknowledgement(t *testing.T) {
+	clk := newFakeClock()
+	s := newStore(testLimits(), clk.Now, nil)
+	restored := fault("a", console.StateOpen, clk.Now())
+	earlier := clk.Now().Add(-time.Hour)
+	restored.Ack = &console.Acknowledgement{By: "bob", Reason: "RMA open", Time: earlier}
+	s.RecordFault(restored)
+	v, ok := s.fault("a")
+	require.True(t, ok)
+	require.NotNil(t, v.Ack)
+	assert.Equal(t, Ack{By: "bob", Reason: "RMA open", Time: earlier}, *v.Ack)
+	assert.Nil(t, v.Fault.Ack, "the store keeps the acknowledgement beside the fault")
+	assert.Equal(t, 1, s.counts().Acknowledged)
+
+	// A new record without one keeps it; a newer acknowledgement here
+	// replaces it, and a later restored one does not.
+	s.RecordFault(fault("a", console.StateOpen, clk.Now()))
+	v, _ = s.fault("a")
+	require.NotNil(t, v.Ack)
+	assert.Equal(t, "bob", v.Ack.By)
+	_, ok = s.acknowledge("a", console.Operator{Name: "alice"})
+	require.True(t, ok)
+	s.RecordFault(restored)
+	v, _ = s.fault("a")
+	assert.Equal(t, "alice", v.Ack.By)
+}
+
 func step(job string, attempt, st, rank int64, compute time.Duration, verdict string) console.Step {
 	return console.Step{Job: job, Attempt: attempt, Step: st, Rank: rank, Node: fmt.Sprintf("node-%d", rank/8),
 		Compute: compute, Duration: compute + time.Millisecond, Verdict: verdict, Score: map[bool]float64{true: 4.5}[verdict != ""]}

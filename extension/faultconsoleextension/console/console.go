@@ -69,6 +69,19 @@ type Fault struct {
 	Decision string
 	Action   string
 	Reason   string
+	// Ack is an acknowledgement an earlier life of the recording component
+	// audited: a fault restored after a restart carries it. The console
+	// keeps the first acknowledgement it holds for a fault; nil changes
+	// nothing.
+	Ack *Acknowledgement
+}
+
+// Acknowledgement is who acknowledged a fault, from where, why and when.
+type Acknowledgement struct {
+	By     string
+	Remote string
+	Reason string
+	Time   time.Time
 }
 
 // Step is one rank's step as the straggler processor judged it.

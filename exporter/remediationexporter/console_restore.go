@@ -1,0 +1,117 @@
+package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter"
+
+import (
+	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+)
+
+// restoredSummary is what the console shows of a fault only the audit file
+// of an earlier life knows: the record itself (summary, evidence, job,
+// rank) is in the log backend under its fault.id.
+const restoredSummary = "restored from the remediation audit after a restart: the evidence is in the fault record (logs, by fault.id)"
+
+// maxRestoredEntries bounds the audit entries kept per restored fault:
+// those of its weightiest decision, as summarise reads them.
+const maxRestoredEntries = 16
+
+// restoredFault is one fault of an earlier life's audit, as the console
+// will show it.
+type restoredFault struct {
+	recent      recentFault
+	first, last time.Time // of the fault's first and newest entry
+	entries     []audit.Entry
+	ack         *console.Acknowledgement
+}
+
+// restoredFaults collects, while the audit file is replayed, the faults an
+// earlier life showed the console, so that a restart loses neither them
+// nor their acknowledgements. Bounded as recentFaults: the oldest go first.
+type restoredFaults struct {
+	byID  map[string]*restoredFault
+	order []string
+}
+
+func newRestoredFaults() *restoredFaults {
+	return &restoredFaults{byID: map[string]*restoredFault{}}
+}
+
+// add takes one audit entry of an earlier life.
+func (r *restoredFaults) add(entry audit.Entry) {
+	if entry.FaultID == "" || entry.Step == stepBreaker {
+		return
+	}
+	f, ok := r.byID[entry.FaultID]
+	if !ok {
+		if len(r.order) >= maxRecentFaults {
+			delete(r.byID, r.order[0])
+			r.order = r.order[1:]
+		}
+		f = &restoredFault{first: entry.Time}
+		r.byID[entry.FaultID] = f
+		r.order = append(r.order, entry.FaultID)
+	}
+	f.last = entry.Time
+	// An acknowledgement entry names the fault as it stood; a record's
+	// entries say what the fault is now.
+	if entry.FaultType != "" {
+		f.recent.typ = entry.FaultType
+	}
+	if entry.Severity != "" {
+		f.recent.severity = entry.Severity
+	}
+	if entry.State != "" {
+		f.recent.state = entry.State
+	}
+	if entry.Node != "" {
+		f.recent.node = entry.Node
+	}
+	if entry.Step == stepAcknowledge {
+		if f.ack == nil && entry.Decision == audit.DecisionActed {
+			f.ack = &console.Acknowledgement{By: entry.Operator, Remote: entry.OperatorRemote,
+				Reason: entry.OperatorReason, Time: entry.Time}
+		}
+		return
+	}
+	// Keep the entries of the weightiest decision only: summarise shows
+	// no other.
+	switch rank, best := decisionRank[entry.Decision], bestRank(f.entries); {
+	case rank > best:
+		f.entries = append(f.entries[:0], entry)
+	case rank == best && len(f.entries) < maxRestoredEntries:
+		f.entries = append(f.entries, entry)
+	}
+}
+
+func bestRank(entries []audit.Entry) int {
+	if len(entries) == 0 {
+		return 0
+	}
+	return decisionRank[entries[0].Decision]
+}
+
+// showRestored gives the console the faults of earlier lives, oldest
+// first, and remembers them for acknowledgements. A fault whose record
+// arrives again is then replaced by it (keeping its onset, decision and
+// acknowledgement). Callers hold e.mu.
+func (e *remediationExporter) showRestored() {
+	r := e.restored
+	e.restored = nil
+	if r == nil || e.console == nil {
+		return
+	}
+	for _, id := range r.order {
+		rf := r.byID[id]
+		e.rememberRecent(id, rf.recent)
+		f := console.Fault{ID: id, Type: rf.recent.typ, Severity: rf.recent.severity, State: console.StateOpen,
+			Node: rf.recent.node, Rank: -1, Step: -1, FirstSeen: rf.first, LastSeen: rf.last,
+			Summary: restoredSummary, Ack: rf.ack}
+		if rf.recent.state == string(fault.StateResolved) {
+			f.State = console.StateResolved
+		}
+		f.Decision, f.Action, f.Reason = summarise(rf.entries)
+		e.console.RecordFault(f)
+	}
+}
