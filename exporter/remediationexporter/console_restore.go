@@ -40,7 +40,9 @@ func newRestoredFaults() *restoredFaults {
 
 // add takes one audit entry of an earlier life.
 func (r *restoredFaults) add(entry audit.Entry) {
-	if entry.FaultID == "" || entry.Step == stepBreaker {
+	// A fault id is 16 hex digits; one that is not even a name's length is
+	// no fault's (the audit line was written by hand or cut).
+	if entry.FaultID == "" || len(entry.FaultID) > maxRestoredNameLen || entry.Step == stepBreaker {
 		return
 	}
 	f, ok := r.byID[entry.FaultID]
@@ -57,21 +59,22 @@ func (r *restoredFaults) add(entry audit.Entry) {
 	// An acknowledgement entry names the fault as it stood; a record's
 	// entries say what the fault is now.
 	if entry.FaultType != "" {
-		f.recent.typ = entry.FaultType
+		f.recent.typ = clip(entry.FaultType, maxRestoredNameLen)
 	}
 	if entry.Severity != "" {
-		f.recent.severity = entry.Severity
+		f.recent.severity = clip(entry.Severity, maxRestoredNameLen)
 	}
 	if entry.State != "" {
-		f.recent.state = entry.State
+		f.recent.state = clip(entry.State, maxRestoredNameLen)
 	}
 	if entry.Node != "" {
-		f.recent.node = entry.Node
+		f.recent.node = clip(entry.Node, maxRestoredNameLen)
 	}
 	if entry.Step == stepAcknowledge {
 		if f.ack == nil && entry.Decision == audit.DecisionActed {
-			f.ack = &console.Acknowledgement{By: entry.Operator, Remote: entry.OperatorRemote,
-				Reason: entry.OperatorReason, Time: entry.Time}
+			f.ack = &console.Acknowledgement{By: clip(entry.Operator, console.MaxOperatorLen),
+				Remote: clip(entry.OperatorRemote, console.MaxOperatorLen),
+				Reason: clip(entry.OperatorReason, console.MaxReasonLen), Time: entry.Time}
 		}
 		return
 	}
@@ -79,10 +82,33 @@ func (r *restoredFaults) add(entry audit.Entry) {
 	// no other.
 	switch rank, best := decisionRank[entry.Decision], bestRank(f.entries); {
 	case rank > best:
-		f.entries = append(f.entries[:0], entry)
+		f.entries = append(f.entries[:0], summaryEntry(entry))
 	case rank == best && len(f.entries) < maxRestoredEntries:
-		f.entries = append(f.entries, entry)
+		f.entries = append(f.entries, summaryEntry(entry))
 	}
+}
+
+const (
+	// maxRestoredActions bounds the action names kept of one entry.
+	maxRestoredActions = 8
+	// maxRestoredNameLen bounds a restored name: an action ("cordon"), a
+	// node, a fault type, severity or state. Real ones are far shorter.
+	maxRestoredNameLen = 256
+)
+
+// summaryEntry is what summarise reads of an entry, each field clipped: a
+// line of the audit file may hold a whole webhook body (and up to
+// audit.MaxLineBytes), and thousands of faults are restored. The reason
+// is cut short of summarise's own bound, which then leaves it as it is.
+func summaryEntry(entry audit.Entry) audit.Entry {
+	actions := entry.Actions[:min(len(entry.Actions), maxRestoredActions)]
+	out := audit.Entry{Step: entry.Step, Decision: entry.Decision, Actions: make([]string, len(actions)),
+		Reason:  clip(entry.Reason, maxConsoleReason-len("…")),
+		Outcome: clip(entry.Outcome, maxConsoleReason-len("…"))}
+	for i, a := range actions {
+		out.Actions[i] = clip(a, maxRestoredNameLen)
+	}
+	return out
 }
 
 func bestRank(entries []audit.Entry) int {

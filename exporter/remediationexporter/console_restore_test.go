@@ -2,6 +2,8 @@ package remediationexporter
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 )
 
 // What the console is given back after a restart is bounded however long
@@ -47,4 +50,30 @@ func TestRestoredFaultsAreBounded(t *testing.T) {
 	r.add(audit.Entry{Time: at, Step: stepBreaker, Event: breakerEventTripped, FaultID: "fx"})
 	r.add(audit.Entry{Time: at, Step: stepRelease, Node: "xl003"})
 	assert.Len(t, r.order, n)
+
+	// An audit line may hold up to audit.MaxLineBytes (a hand-edited or
+	// damaged file): what is kept of it is clipped to the console's bounds.
+	huge := strings.Repeat("x", audit.MaxLineBytes/2)
+	r.add(audit.Entry{Time: at, Step: stepRecord, FaultID: huge, Decision: audit.DecisionActed})
+	assert.Len(t, r.order, n, "no fault id is that long")
+	r.add(audit.Entry{Time: at, Step: stepWebhook, FaultID: "big", FaultType: huge, Severity: huge, State: huge, Node: huge,
+		Decision: audit.DecisionActed, Reason: huge, Outcome: huge, Actions: slices.Repeat([]string{huge}, 100)})
+	r.add(audit.Entry{Time: at, Step: stepAcknowledge, FaultID: "big", Decision: audit.DecisionActed,
+		Operator: huge, OperatorRemote: huge, OperatorReason: huge})
+	big := r.byID["big"]
+	for _, name := range []string{big.recent.typ, big.recent.severity, big.recent.state, big.recent.node} {
+		assert.LessOrEqual(t, len(name), maxRestoredNameLen+len("…"))
+	}
+	require.Len(t, big.entries, 1)
+	kept := big.entries[0]
+	assert.LessOrEqual(t, len(kept.Reason), maxConsoleReason)
+	assert.LessOrEqual(t, len(kept.Outcome), maxConsoleReason)
+	require.Len(t, kept.Actions, maxRestoredActions)
+	assert.LessOrEqual(t, len(kept.Actions[0]), maxRestoredNameLen+len("…"))
+	require.NotNil(t, big.ack)
+	assert.LessOrEqual(t, len(big.ack.By), console.MaxOperatorLen+len("…"))
+	assert.LessOrEqual(t, len(big.ack.Remote), console.MaxOperatorLen+len("…"))
+	assert.LessOrEqual(t, len(big.ack.Reason), console.MaxReasonLen+len("…"))
+	_, _, reason = summarise(big.entries)
+	assert.LessOrEqual(t, len(reason), maxConsoleReason+len("…"))
 }

@@ -31,9 +31,6 @@ import (
 const (
 	// maxBodyBytes bounds a POST body.
 	maxBodyBytes = 64 << 10
-	// maxOperatorLen and maxReasonLen bound the declared operator and reason.
-	maxOperatorLen = 256
-	maxReasonLen   = 4096
 	// controllerTimeout bounds one call into the controller.
 	controllerTimeout = 30 * time.Second
 	// unauthorizedLogEvery is how often one remote's refused requests are
@@ -235,12 +232,12 @@ func (a *api) action(w http.ResponseWriter, r *http.Request, reasonRequired bool
 	switch {
 	case body.Operator == "":
 		return refused(http.StatusBadRequest, "bad_body", "operator is required: who is asking (e.g. your user name)")
-	case len(body.Operator) > maxOperatorLen:
-		return refused(http.StatusBadRequest, "bad_body", fmt.Sprintf("operator is longer than %d bytes", maxOperatorLen))
+	case len(body.Operator) > console.MaxOperatorLen:
+		return refused(http.StatusBadRequest, "bad_body", fmt.Sprintf("operator is longer than %d bytes", console.MaxOperatorLen))
 	case reasonRequired && body.Reason == "":
 		return refused(http.StatusBadRequest, "bad_body", "reason is required: say why, it goes to the remediation audit")
-	case len(body.Reason) > maxReasonLen:
-		return refused(http.StatusBadRequest, "bad_body", fmt.Sprintf("reason is longer than %d bytes", maxReasonLen))
+	case len(body.Reason) > console.MaxReasonLen:
+		return refused(http.StatusBadRequest, "bad_body", fmt.Sprintf("reason is longer than %d bytes", console.MaxReasonLen))
 	}
 	return console.Operator{Name: body.Operator, Remote: r.RemoteAddr, Reason: body.Reason}, true
 }

@@ -76,6 +76,14 @@ type Fault struct {
 	Ack *Acknowledgement
 }
 
+// MaxOperatorLen and MaxReasonLen bound an operator's declared name and
+// reason in bytes: the console refuses longer ones, and a component that
+// restores an acknowledgement clips it to them.
+const (
+	MaxOperatorLen = 256
+	MaxReasonLen   = 4096
+)
+
 // Acknowledgement is who acknowledged a fault, from where, why and when.
 type Acknowledgement struct {
 	By     string
