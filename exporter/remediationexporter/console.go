@@ -205,7 +205,7 @@ func (c *consoleController) Release(ctx context.Context, node string, op console
 func (c *consoleController) Acknowledge(ctx context.Context, faultID string, op console.Operator) error {
 	return c.call(ctx, func(context.Context) error {
 		e := c.e
-		rf, known := e.recentFaults[faultID]
+		rf, known := e.recentFaults.byID[faultID]
 		if !known && !e.state.HasFault(faultID) {
 			return fmt.Errorf("fault %q is unknown to this exporter", faultID)
 		}
@@ -290,18 +290,7 @@ func (e *remediationExporter) restoreBreakerEvent(entry audit.Entry) {
 // rememberFault keeps a fault's id for acknowledgements, bounded. Callers
 // hold e.mu.
 func (e *remediationExporter) rememberFault(r fault.Record) {
-	e.rememberRecent(r.ID, recentFault{typ: r.IDType(), severity: string(r.Severity), state: string(r.State), node: nodeOf(r)})
-}
-
-func (e *remediationExporter) rememberRecent(id string, rf recentFault) {
-	if _, ok := e.recentFaults[id]; !ok {
-		if len(e.recentOrder) >= maxRecentFaults {
-			delete(e.recentFaults, e.recentOrder[0])
-			e.recentOrder = e.recentOrder[1:]
-		}
-		e.recentOrder = append(e.recentOrder, id)
-	}
-	e.recentFaults[id] = rf
+	e.recentFaults.put(r.ID, recentFault{typ: r.IDType(), severity: string(r.Severity), state: string(r.State), node: nodeOf(r)})
 }
 
 // recordToConsole shows the console a decided record and what the

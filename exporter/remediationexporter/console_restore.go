@@ -28,14 +28,13 @@ type restoredFault struct {
 
 // restoredFaults collects, while the audit file is replayed, the faults an
 // earlier life showed the console, so that a restart loses neither them
-// nor their acknowledgements. Bounded as recentFaults: the oldest go first.
+// nor their acknowledgements. Bounded as recentFaults.
 type restoredFaults struct {
-	byID  map[string]*restoredFault
-	order []string
+	fifoIndex[*restoredFault]
 }
 
 func newRestoredFaults() *restoredFaults {
-	return &restoredFaults{byID: map[string]*restoredFault{}}
+	return &restoredFaults{newFIFOIndex[*restoredFault](maxRecentFaults)}
 }
 
 // add takes one audit entry of an earlier life.
@@ -47,17 +46,12 @@ func (r *restoredFaults) add(entry audit.Entry) {
 	}
 	f, ok := r.byID[entry.FaultID]
 	if !ok {
-		if len(r.order) >= maxRecentFaults {
-			delete(r.byID, r.order[0])
-			r.order = r.order[1:]
-		}
 		f = &restoredFault{first: entry.Time}
-		r.byID[entry.FaultID] = f
-		r.order = append(r.order, entry.FaultID)
+		r.put(entry.FaultID, f)
 	}
 	f.last = entry.Time
-	// An acknowledgement entry names the fault as it stood; a record's
-	// entries say what the fault is now.
+	// Each entry names the fault as it stood when written: the newest
+	// says what it is now.
 	if entry.FaultType != "" {
 		f.recent.typ = clip(entry.FaultType, maxRestoredNameLen)
 	}
@@ -130,7 +124,7 @@ func (e *remediationExporter) showRestored() {
 	}
 	for _, id := range r.order {
 		rf := r.byID[id]
-		e.rememberRecent(id, rf.recent)
+		e.recentFaults.put(id, rf.recent)
 		f := console.Fault{ID: id, Type: rf.recent.typ, Severity: rf.recent.severity, State: console.StateOpen,
 			Node: rf.recent.node, Rank: -1, Step: -1, FirstSeen: rf.first, LastSeen: rf.last,
 			Summary: restoredSummary, Ack: rf.ack}

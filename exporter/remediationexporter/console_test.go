@@ -478,7 +478,7 @@ func TestNoConsoleRestoresNoFaults(t *testing.T) {
 	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
 	assert.Nil(t, exp.restored)
-	assert.Empty(t, exp.recentFaults)
+	assert.Empty(t, exp.recentFaults.byID)
 }
 
 func TestConsoleAcknowledge(t *testing.T) {

@@ -81,10 +81,9 @@ type remediationExporter struct {
 	breakerHistory      []console.BreakerEvent
 	breakerKnownTripped bool
 	// recentFaults: the fault ids recorded to the console, for
-	// acknowledgements of records the state keeps nothing of (bounded,
-	// oldest first in recentOrder).
-	recentFaults map[string]recentFault
-	recentOrder  []string
+	// acknowledgements of records the state keeps nothing of (the newest
+	// maxRecentFaults).
+	recentFaults fifoIndex[recentFault]
 	// restored: the faults of earlier lives read from the audit file, for
 	// the console; nil once shown (console_restore.go).
 	restored *restoredFaults
@@ -113,7 +112,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		decisions:     deps.decisions,
 		replica:       deps.replica,
 		unpublished:   map[string]*unpublished{},
-		recentFaults:  map[string]recentFault{},
+		recentFaults:  newFIFOIndex[recentFault](maxRecentFaults),
 	}
 	e.controller = &consoleController{e: e}
 	if e.leader == nil {
