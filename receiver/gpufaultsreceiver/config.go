@@ -3,11 +3,15 @@ package gpufaultsreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
 // Config is the receiver's configuration. The client part has the keys of
@@ -35,6 +39,14 @@ type Config struct {
 	// with a retryable error; the record is retried until it is accepted or
 	// refused permanently, never skipped.
 	RetryBackoff RetryBackoff `mapstructure:"retry_backoff"`
+	// MemberName names this replica to the others in the group (the owner
+	// is shown by name on every console); empty: the machine's host name.
+	// Kubernetes: the StatefulSet pod name.
+	MemberName string `mapstructure:"member_name"`
+	// ConsoleURL is where this replica's fault console answers, advertised
+	// to the others so that a standby's console and otelcol-gpu-ctl can
+	// point at the owner's (http:// or https://; empty: none).
+	ConsoleURL string `mapstructure:"console_url"`
 }
 
 // RetryBackoff is an exponential backoff without an end.
@@ -73,6 +85,7 @@ func (c *Config) Validate() error {
 	if c.RetryBackoff.MaxInterval < c.RetryBackoff.InitialInterval {
 		add("retry_backoff::max_interval (%s) must not be below initial_interval (%s)", c.RetryBackoff.MaxInterval, c.RetryBackoff.InitialInterval)
 	}
+	errs = append(errs, validateMember(c.MemberName, c.ConsoleURL)...)
 	// What the contrib client builder supports and this receiver does not
 	// map to franz-go is refused rather than ignored.
 	errs = append(errs, kafkaclient.Unsupported(c.ClientConfig)...)
@@ -80,4 +93,26 @@ func (c *Config) Validate() error {
 		add("use_leader_epoch: false is not supported by the gpu_faults receiver")
 	}
 	return errors.Join(errs...)
+}
+
+// validateMember checks what this member advertises to the group: short,
+// printable, a console URL that is one.
+func validateMember(name, consoleURL string) []error {
+	var errs []error
+	if len(name) > ownership.MaxNameLen || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
+		errs = append(errs, fmt.Errorf("member_name %q: at most %d printable bytes without spaces", name, ownership.MaxNameLen))
+	}
+	if consoleURL == "" {
+		return errs
+	}
+	u, err := url.Parse(consoleURL)
+	switch {
+	case len(consoleURL) > ownership.MaxConsoleLen:
+		errs = append(errs, fmt.Errorf("console_url: longer than %d bytes", ownership.MaxConsoleLen))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("console_url %q: %w", consoleURL, err))
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		errs = append(errs, fmt.Errorf("console_url %q: want http(s)://host:port of this replica's fault console", consoleURL))
+	}
+	return errs
 }

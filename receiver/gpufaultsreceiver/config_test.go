@@ -53,12 +53,16 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "SCRAM-SHA-512", custom.Authentication.SASL.Mechanism)
 	require.NotNil(t, custom.TLS)
 	assert.Equal(t, "/etc/kafka/ca.pem", custom.TLS.CAFile)
+	assert.Equal(t, "otelcol-gpu-gateway-0", custom.MemberName)
+	assert.Equal(t, "https://otelcol-gpu-gateway-0.otelcol-gpu-gateway.otelcol-gpu.svc:8787", custom.ConsoleURL)
 
 	for name, wants := range map[string][]string{
 		"kerberos":  {"auth::kerberos: not supported"},
 		"oauth":     {`auth::sasl::mechanism "OAUTHBEARER": not supported`},
 		"bad_times": {"heartbeat_interval (2s) must be positive and below session_timeout (1s)", `initial_offset "middle"`, "retry_backoff::initial_interval (0s) must be positive"},
 		"no_topic":  {"topic must not be empty", "group_id must not be empty"},
+		"bad_member": {`member_name "gateway 0": at most 253 printable bytes without spaces`,
+			`console_url "ftp://gateway-0/console?x=1": want http(s)://host:port of this replica's fault console`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := confmap.Validate(load(t, name))

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -115,6 +116,7 @@ func startMember(t *testing.T, name string, cfg *Config, next consumer.Logs) *me
 	t.Helper()
 	tt := componenttest.NewTelemetry()
 	set := receivertest.NewNopSettings(metadata.Type)
+	set.ID = component.NewIDWithName(metadata.Type, name) // one election each
 	set.TelemetrySettings = tt.NewTelemetrySettings()
 	r, err := newReceiver(cfg, set, next)
 	require.NoError(t, err)

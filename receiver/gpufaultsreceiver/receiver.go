@@ -16,7 +16,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostname"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver/internal/metadata"
 )
 
@@ -36,7 +38,15 @@ type gpuFaultsReceiver struct {
 
 	mu    sync.Mutex
 	owned map[string]map[int32]struct{} // partitions assigned now
+	// joined: an assignment arrived and was not revoked since; generation
+	// is its group generation.
+	joined     bool
+	generation int32
+	// unregister withdraws this receiver's Election (ownership.Register).
+	unregister func()
 }
+
+var _ ownership.Election = (*gpuFaultsReceiver)(nil)
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFaultsReceiver, error) {
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
@@ -49,14 +59,45 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFa
 	if err != nil {
 		return nil, fmt.Errorf("gpufaultsreceiver: telemetry: %w", err)
 	}
-	return &gpuFaultsReceiver{
+	name := cfg.MemberName
+	if name == "" {
+		if name, err = hostname.Resolve(""); err != nil {
+			return nil, fmt.Errorf("gpufaultsreceiver: member_name is empty and %w: set member_name", err)
+		}
+	}
+	r := &gpuFaultsReceiver{
 		cfg:      cfg,
 		logger:   set.Logger,
 		tb:       tb,
 		router:   &router{next: next, obs: obs, tb: tb, logger: set.Logger},
-		balancer: &singleOwnerBalancer{},
+		balancer: &singleOwnerBalancer{self: ownership.Member{Name: name, Console: cfg.ConsoleURL}},
 		owned:    map[string]map[int32]struct{}{},
-	}, nil
+	}
+	// The remediation exporter finds the election at its Start: every
+	// component is created before any starts.
+	r.unregister = ownership.Register(set.ID.String(), r)
+	return r, nil
+}
+
+// Status implements ownership.Election: owner while this member holds
+// partitions, standby once an assignment gave it none (naming the owner the
+// group leader wrote into it), electing before the first assignment and
+// between a revocation and the next one.
+func (r *gpuFaultsReceiver) Status() ownership.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := ownership.Status{Role: ownership.RoleElecting, Self: r.balancer.self, Group: r.cfg.GroupID, Generation: r.generation}
+	switch {
+	case !r.joined:
+	case r.countOwned() > 0:
+		st.Role, st.Owner = ownership.RoleOwner, r.balancer.self
+	default:
+		st.Role = ownership.RoleStandby
+		if o := r.balancer.owner.Load(); o != nil {
+			st.Owner = *o
+		}
+	}
+	return st
 }
 
 func (r *gpuFaultsReceiver) Start(ctx context.Context, _ component.Host) error {
@@ -98,6 +139,7 @@ func (r *gpuFaultsReceiver) Start(ctx context.Context, _ component.Host) error {
 // the partitions at once instead of after session_timeout.
 func (r *gpuFaultsReceiver) Shutdown(ctx context.Context) error {
 	defer r.tb.Shutdown()
+	r.unregister()
 	if r.cancel == nil {
 		return nil
 	}
@@ -217,6 +259,7 @@ func (r *gpuFaultsReceiver) assigned(ctx context.Context, cl *kgo.Client, added 
 	}
 	n := r.countOwned()
 	_, generation := cl.GroupMetadata()
+	r.joined, r.generation = true, generation
 	if n > 0 {
 		r.balancer.claim.Store(int64(generation) + 1)
 	} else {
@@ -228,7 +271,12 @@ func (r *gpuFaultsReceiver) assigned(ctx context.Context, cl *kgo.Client, added 
 		r.logger.Info("gpu_faults: this member owns the partitions and acts on faults",
 			zap.String("group", r.cfg.GroupID), zap.Int32("generation", generation), zap.Int("partitions", n))
 	} else {
-		r.logger.Info("gpu_faults: standby member", zap.String("group", r.cfg.GroupID), zap.Int32("generation", generation))
+		owner := "unknown (a group leader of an earlier version)"
+		if o := r.balancer.owner.Load(); o != nil {
+			owner = o.String()
+		}
+		r.logger.Info("gpu_faults: standby member: another replica owns the partitions and acts", zap.String("group", r.cfg.GroupID),
+			zap.Int32("generation", generation), zap.String("owner", owner))
 	}
 }
 
@@ -249,6 +297,7 @@ func (r *gpuFaultsReceiver) lost(ctx context.Context, _ *kgo.Client, gone map[st
 func (r *gpuFaultsReceiver) drop(ctx context.Context, gone map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.joined = false // electing until the next assignment
 	for topic, ps := range gone {
 		for _, p := range ps {
 			delete(r.owned[topic], p)
