@@ -119,8 +119,8 @@ func (c *consoleController) ResetBreaker(ctx context.Context, op console.Operato
 			e.countDecision(ctx, actionBreakerReset, outcome, "")
 			return err
 		}
-		if !e.leader.IsLeader() {
-			return refuse(outcomeSkipped, errNotLeader)
+		if err := e.notOwner(); err != nil {
+			return e.refuseControl(entry, actionBreakerReset, err)
 		}
 		if e.cfg.DryRun {
 			platform := e.platformName()
@@ -172,6 +172,11 @@ func (c *consoleController) Release(ctx context.Context, node string, op console
 	var detail string
 	err := c.call(ctx, func(ctx context.Context) error {
 		e := c.e
+		if err := e.notOwner(); err != nil {
+			// Before the state is touched: a standby's view of the node
+			// (restored from the decision log) stays as it is.
+			return e.refuseControl(withOperator(audit.Entry{Step: stepRelease, Node: node, Platform: e.platformName()}, op), actionRelease, err)
+		}
 		rel, ok := e.state.BeginManualRelease(node)
 		if !ok {
 			return fmt.Errorf("node %q is not quarantined by this exporter", node)
@@ -200,11 +205,18 @@ func (c *consoleController) Release(ctx context.Context, node string, op console
 	return detail, err
 }
 
+// Role implements console.Controller.
+func (c *consoleController) Role() console.Role { return c.e.role() }
+
 // Acknowledge implements console.Controller: an audit entry (step
-// acknowledge) naming the operator; nothing else changes.
+// acknowledge) naming the operator, by the replica that acts (the owner's
+// console shows acknowledgements); nothing else changes.
 func (c *consoleController) Acknowledge(ctx context.Context, faultID string, op console.Operator) error {
 	return c.call(ctx, func(context.Context) error {
 		e := c.e
+		if err := e.notOwner(); err != nil {
+			return e.refuseControl(withOperator(audit.Entry{Step: stepAcknowledge, FaultID: faultID}, op), "", err)
+		}
 		rf, known := e.recentFaults.byID[faultID]
 		if !known && !e.state.HasFault(faultID) {
 			return fmt.Errorf("fault %q is unknown to this exporter", faultID)

@@ -200,7 +200,11 @@ func TestConsoleShowsRecordsSkippedOnAFollower(t *testing.T) {
 	f := h.console.last(t, r.ID)
 	assert.Equal(t, audit.DecisionSkipped, f.Decision)
 	assert.Equal(t, "not the leader", f.Reason)
-	// It can still be acknowledged there.
+	// It is acknowledged on the replica that acts, not on a follower.
+	var notOwner *console.NotOwnerError
+	require.ErrorAs(t, h.console.ctl(t).Acknowledge(context.Background(), r.ID, operator), &notOwner)
+	assert.Empty(t, h.auditFor(stepAcknowledge, audit.DecisionActed))
+	leader.set(true)
 	require.NoError(t, h.console.ctl(t).Acknowledge(context.Background(), r.ID, operator))
 	ack := h.auditFor(stepAcknowledge, audit.DecisionActed)
 	require.Len(t, ack, 1)
@@ -311,7 +315,8 @@ func TestConsoleReleaseRefusedOffTheLeaderAndDryRun(t *testing.T) {
 	require.NoError(t, h.consume(faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)))
 	leader.set(false)
 	_, err := ctl.Release(context.Background(), "xl003", operator)
-	require.ErrorIs(t, err, errNotLeader)
+	var notOwner *console.NotOwnerError
+	require.ErrorAs(t, err, &notOwner)
 	_, rel := h.platform.counts()
 	assert.Zero(t, rel)
 	skipped := h.auditFor(stepRelease, audit.DecisionSkipped)
@@ -320,7 +325,7 @@ func TestConsoleReleaseRefusedOffTheLeaderAndDryRun(t *testing.T) {
 	nodes, err := ctl.Quarantined(context.Background())
 	require.NoError(t, err)
 	assert.Len(t, nodes, 1, "still held")
-	require.ErrorIs(t, ctl.ResetBreaker(context.Background(), operator), errNotLeader)
+	require.ErrorAs(t, ctl.ResetBreaker(context.Background(), operator), &notOwner)
 	assert.Zero(t, h.platform.breaker.resets)
 
 	dry := newHarness(t, withConsole, func(c *Config, _ *dependencies) { c.DryRun = true })

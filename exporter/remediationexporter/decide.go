@@ -43,6 +43,16 @@ func (e *remediationExporter) decide(ctx context.Context, r fault.Record) error 
 		return e.handle(ctx, r)
 	}
 	key := decisionKey(r)
+	if err := e.notOwner(); err != nil {
+		// A record in hand while the partitions moved (the session was
+		// lost): decided by nobody here, nothing published, so the new
+		// owner decides it when it reads the record again (its commit
+		// here fails with the old generation).
+		entry := withDecision(entryFor(r, stepRecord), audit.DecisionSkipped, "not the replica that acts: "+err.Error())
+		entry.DecisionKey = key
+		e.record(entry)
+		return nil
+	}
 	lctx, cancel := context.WithTimeout(ctx, e.cfg.Decisions.Timeout)
 	defer cancel()
 	if err := e.catchUp(lctx); err != nil {

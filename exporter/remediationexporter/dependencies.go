@@ -6,12 +6,18 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/decisionlog"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
 // dependencies are what the factory (or a test) plugs in.
 type dependencies struct {
 	platform actuator.Platform // nil: no platform, webhook only
-	leader   actuator.Leader   // nil: alwaysLeader
+	// leader: nil elects at Start (ownership.go): the gpu_faults
+	// receiver's owner, else alwaysLeader.
+	leader actuator.Leader
+	// election finds the gpu_faults receiver's election; nil:
+	// ownership.Find.
+	election func() (string, ownership.Election, error)
 	clock    clock             // nil: realClock
 	// sleep waits between attempts (platform and webhook); nil waits on a
 	// timer honouring ctx.
@@ -37,8 +43,3 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
 
-// alwaysLeader is the Leader when none is configured: a single replica, or
-// a platform without leader election. Documented in README.md.
-type alwaysLeader struct{}
-
-func (alwaysLeader) IsLeader() bool { return true }

@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
@@ -33,6 +34,10 @@ type remediationExporter struct {
 	policy   *policy.Policy
 	platform actuator.Platform
 	leader   actuator.Leader
+	// electAtStart: no Leader was given; Start picks one (ownership.go)
+	// with findElection.
+	electAtStart bool
+	findElection func() (string, ownership.Election, error)
 	clock    clock
 	sleep    func(context.Context, time.Duration) error
 	audit    *audit.Log
@@ -116,7 +121,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 	}
 	e.controller = &consoleController{e: e}
 	if e.leader == nil {
-		e.leader = alwaysLeader{}
+		e.leader, e.electAtStart, e.findElection = alwaysLeader{self: deps.replica}, true, deps.election
 	}
 	if e.clock == nil {
 		e.clock = realClock{}
@@ -154,6 +159,9 @@ func (e *remediationExporter) Start(_ context.Context, host component.Host) erro
 		if err != nil {
 			return fmt.Errorf("remediationexporter: console: %w", err)
 		}
+	}
+	if err := e.elect(); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	e.restoreFromAudit()

@@ -2,7 +2,6 @@ package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/export
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -107,10 +106,6 @@ func (e *remediationExporter) releaseAfterWindow(name string, window *releaseTim
 	_, _, _ = e.releaseNode(e.lifeCtx, rel, entry, "resolved: "+strings.Join(rel.FaultIDs, ","))
 }
 
-// errNotLeader refuses a console's change on a replica that is not the
-// leader: the leader's console acts.
-var errNotLeader = errors.New("remediationexporter: not the leader: ask the leader's console")
-
 // releaseNode returns a node the exporter holds to service: the one path of
 // the automatic release (the verification window's end) and a human's
 // (the console). The rails: the leader acts, a dry run only audits, the
@@ -121,10 +116,10 @@ var errNotLeader = errors.New("remediationexporter: not the leader: ask the lead
 // dry run, or no longer ours); detail is what was done. Callers hold e.mu.
 func (e *remediationExporter) releaseNode(ctx context.Context, rel lifecycle.Release, entry audit.Entry, why string) (released bool, detail string, err error) {
 	name := rel.Node
-	if !e.leader.IsLeader() {
-		e.record(withDecision(entry, audit.DecisionSkipped, "not the leader: the node stays quarantined"))
+	if err := e.notOwner(); err != nil {
+		e.record(withDecision(entry, audit.DecisionSkipped, "not the replica that acts: the node stays quarantined: "+err.Error()))
 		e.countDecision(ctx, actionRelease, outcomeSkipped, "")
-		return false, "", errNotLeader
+		return false, "", err
 	}
 	// Every fault of ours goes with the request: the platform may know the
 	// quarantine under any one of them (Slurm's reason names only the first).

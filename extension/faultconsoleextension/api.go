@@ -193,16 +193,6 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, consoleclient.Error{Error: msg})
 }
 
-// controllerError answers a controller failure: 503 without a controller,
-// 502 with the controller's message otherwise.
-func controllerError(w http.ResponseWriter, what string, err error) {
-	if errors.Is(err, console.ErrNoController) {
-		writeError(w, http.StatusServiceUnavailable, err.Error()+": "+what+" needs the remediation exporter in this collector's pipelines")
-		return
-	}
-	writeError(w, http.StatusBadGateway, what+": "+err.Error())
-}
-
 // action reads a POST's JSON body; false when it answered an error.
 func (a *api) action(w http.ResponseWriter, r *http.Request, reasonRequired bool) (console.Operator, bool) {
 	refused := func(code int, reason, msg string) (console.Operator, bool) {
@@ -244,8 +234,8 @@ func (a *api) action(w http.ResponseWriter, r *http.Request, reasonRequired bool
 
 func (a *api) status(w http.ResponseWriter, _ *http.Request) {
 	st := a.store.counts()
-	_, err := a.store.controller()
-	writeJSON(w, http.StatusOK, consoleclient.Status{
+	c, err := a.store.controller()
+	out := consoleclient.Status{
 		Version:            a.opts.BuildInfo.Version,
 		Command:            a.opts.BuildInfo.Command,
 		Time:               a.opts.Now().UTC(),
@@ -259,7 +249,11 @@ func (a *api) status(w http.ResponseWriter, _ *http.Request) {
 		DroppedSteps:       st.DroppedSteps,
 		TraceLinks:         a.opts.TraceURL != "",
 		LogsLinks:          a.opts.LogsURL != "",
-	})
+	}
+	if err == nil {
+		withRole(&out, c.Role())
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *api) faults(w http.ResponseWriter, r *http.Request) {
@@ -300,19 +294,22 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if c, err := a.store.controller(); err == nil && !a.ownerOnly(w, c) {
+		return
+	}
 	if _, ok := a.store.fault(id); !ok {
 		unknownFault(w, id)
 		return
 	}
 	c, err := a.store.controller()
 	if err != nil {
-		controllerError(w, "acknowledging", err)
+		a.controllerError(w, "acknowledging", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	if err := c.Acknowledge(ctx, id, op); err != nil {
-		controllerError(w, "the remediation exporter refused the acknowledgement", err)
+		a.controllerError(w, "the remediation exporter refused the acknowledgement", err)
 		return
 	}
 	v, ok := a.store.acknowledge(id, op)
@@ -329,14 +326,14 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 func (a *api) quarantined(w http.ResponseWriter, r *http.Request) ([]console.QuarantinedNode, console.Controller, bool) {
 	c, err := a.store.controller()
 	if err != nil {
-		controllerError(w, "listing quarantined nodes", err)
+		a.controllerError(w, "listing quarantined nodes", err)
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	nodes, err := c.Quarantined(ctx)
 	if err != nil {
-		controllerError(w, "listing quarantined nodes", err)
+		a.controllerError(w, "listing quarantined nodes", err)
 		return nil, nil, false
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
@@ -364,6 +361,9 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if c, err := a.store.controller(); err == nil && !a.ownerOnly(w, c) {
+		return
+	}
 	nodes, c, ok := a.quarantined(w, r)
 	if !ok {
 		return
@@ -380,7 +380,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	detail, err := c.Release(ctx, node, op)
 	if err != nil {
-		controllerError(w, "releasing node "+strconv.Quote(node), err)
+		a.controllerError(w, "releasing node "+strconv.Quote(node), err)
 		return
 	}
 	a.opts.Logger.Info("faultconsole: node released", zap.String("node", node), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason), zap.String("detail", detail))
@@ -405,14 +405,14 @@ func wireBreaker(b console.Breaker) *consoleclient.Breaker {
 func (a *api) breaker(w http.ResponseWriter, r *http.Request) {
 	c, err := a.store.controller()
 	if err != nil {
-		controllerError(w, "reading the breaker", err)
+		a.controllerError(w, "reading the breaker", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	b, err := c.Breaker(ctx)
 	if err != nil {
-		controllerError(w, "reading the breaker", err)
+		a.controllerError(w, "reading the breaker", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, wireBreaker(b))
@@ -425,13 +425,16 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := a.store.controller()
 	if err != nil {
-		controllerError(w, "resetting the breaker", err)
+		a.controllerError(w, "resetting the breaker", err)
+		return
+	}
+	if !a.ownerOnly(w, c) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	if err := c.ResetBreaker(ctx, op); err != nil {
-		controllerError(w, "resetting the breaker", err)
+		a.controllerError(w, "resetting the breaker", err)
 		return
 	}
 	a.opts.Logger.Info("faultconsole: breaker reset", zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason))

@@ -259,10 +259,12 @@ func TestAPIStatus(t *testing.T) {
 	var st consoleclient.Status
 	f.call(t, "GET", "/api/v1/status", "", 200, &st)
 	assert.Equal(t, consoleclient.Status{Version: "1.2.3-test", Command: "otelcol-gpu", Time: f.clock.Now(), ControllerAttached: true,
-		OpenFaults: 1, ResolvedFaults: 1, Jobs: 1, TraceLinks: true, LogsLinks: true}, st)
+		OpenFaults: 1, ResolvedFaults: 1, Jobs: 1, TraceLinks: true, LogsLinks: true, Role: "owner", Election: "none"}, st)
 	f.store.Detach(f.ctrl)
+	st = consoleclient.Status{}
 	f.call(t, "GET", "/api/v1/status", "", 200, &st)
 	assert.False(t, st.ControllerAttached)
+	assert.Empty(t, st.Role, "no controller: no role")
 }
 
 func TestAPIFaults(t *testing.T) {

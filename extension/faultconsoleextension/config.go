@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/collector/config/configtls"
 )
 
 // Defaults of the configuration.
@@ -28,8 +30,15 @@ const (
 // (README.md).
 type Config struct {
 	// Endpoint is the host:port the console listens on. Default
-	// localhost:8787; in a pod use 0.0.0.0:8787 (or the pod IP).
+	// localhost:8787. Every address of the machine (0.0.0.0, ::, or no
+	// host) only with tls: the console never serves plain HTTP to the
+	// network at large.
 	Endpoint string `mapstructure:"endpoint"`
+	// TLS serves HTTPS (configtls server settings: cert_file, key_file,
+	// reload_interval for rotated certificates, min_version,
+	// client_ca_file for mutual TLS). Absent: plain HTTP, on a loopback or
+	// one named address only.
+	TLS *configtls.ServerConfig `mapstructure:"tls"`
 	// TokenFile is the file holding the bearer token every /api/ request
 	// must carry (leading and trailing white space ignored). Required; the
 	// token must be at least 16 bytes. Read at Start.
@@ -71,6 +80,8 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	if err := validateEndpoint(cfg.Endpoint); err != nil {
 		errs = append(errs, err)
+	} else if host, _, _ := net.SplitHostPort(cfg.Endpoint); cfg.TLS == nil && everyAddress(host) {
+		errs = append(errs, fmt.Errorf("endpoint %q listens on every address of the machine over plain HTTP: set tls (cert_file, key_file), or listen on localhost or one address", cfg.Endpoint))
 	}
 	if strings.TrimSpace(cfg.TokenFile) == "" {
 		errs = append(errs, errors.New("token_file is required: name a file holding the bearer token (at least 16 bytes) that API clients must send"))
@@ -99,6 +110,15 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// everyAddress: host names no address, so the listener takes them all.
+func everyAddress(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 func validateEndpoint(endpoint string) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
@@ -35,6 +36,10 @@ func TestLoadConfig(t *testing.T) {
 	require.NoError(t, err)
 	withToken := createDefaultConfig().(*Config)
 	withToken.TokenFile = "/etc/otelcol-gpu/console-token"
+	// Plain HTTP on one address (not every one) is accepted, with a warning
+	// at Start off loopback.
+	plainOneAddress := createDefaultConfig().(*Config)
+	plainOneAddress.TokenFile, plainOneAddress.Endpoint = "t", "10.1.2.3:8787"
 
 	tests := []struct {
 		name    string
@@ -46,6 +51,8 @@ func TestLoadConfig(t *testing.T) {
 			name: "custom",
 			want: &Config{
 				Endpoint: "0.0.0.0:9999", TokenFile: "/etc/otelcol-gpu/console-token",
+				TLS: &configtls.ServerConfig{Config: configtls.Config{CertFile: "/etc/otelcol-gpu/console-tls/tls.crt",
+					KeyFile: "/etc/otelcol-gpu/console-tls/tls.key", ReloadInterval: time.Hour}},
 				TraceURL: "http://tempo:3200/trace/{trace_id}", LogsURL: "http://loki:3100/explore?fault={fault_id}",
 				MaxFaults: 100, ResolvedRetention: time.Hour, MaxJobs: 4, HeatmapSteps: 30, MaxRanks: 128, MaxHeatmapCells: 1 << 20,
 			},
@@ -61,6 +68,10 @@ func TestLoadConfig(t *testing.T) {
 		{name: "no_steps", wantErr: "heatmap_steps must be at least 1, got 0"},
 		{name: "negative_ranks", wantErr: "max_ranks must be at least 1, got -1"},
 		{name: "no_cells", wantErr: "max_heatmap_cells must be at least 1, got 0"},
+		{name: "plain_every_address", wantErr: `endpoint "0.0.0.0:8787" listens on every address of the machine over plain HTTP: set tls (cert_file, key_file), or listen on localhost or one address`},
+		{name: "plain_no_host", wantErr: `endpoint ":8787" listens on every address of the machine over plain HTTP`},
+		{name: "tls_without_key", wantErr: "tls::config: TLS configuration must include both certificate and key"},
+		{name: "plain_one_address", want: plainOneAddress},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

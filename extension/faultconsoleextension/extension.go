@@ -2,6 +2,7 @@ package faultconsoleextension // import "github.com/otelcol-gpu/otelcol-gpu/exte
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -94,7 +95,7 @@ func readToken(path string) (string, error) {
 }
 
 // Start reads the token, listens on the endpoint and serves.
-func (e *faultConsole) Start(_ context.Context, _ component.Host) error {
+func (e *faultConsole) Start(ctx context.Context, _ component.Host) error {
 	token, err := readToken(e.cfg.TokenFile)
 	if err != nil {
 		return fmt.Errorf("faultconsole: %w", err)
@@ -104,9 +105,22 @@ func (e *faultConsole) Start(_ context.Context, _ component.Host) error {
 			zap.String("token_file", e.cfg.TokenFile), zap.String("mode", fi.Mode().Perm().String()))
 	}
 	e.api.setToken(token)
+	var tlsCfg *tls.Config
+	if e.cfg.TLS != nil {
+		if tlsCfg, err = e.cfg.TLS.LoadTLSConfig(ctx); err != nil {
+			return fmt.Errorf("faultconsole: tls: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", e.cfg.Endpoint)
 	if err != nil {
 		return fmt.Errorf("faultconsole: listening on endpoint %q (is another process using the port?): %w", e.cfg.Endpoint, err)
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+	} else if host, _, _ := net.SplitHostPort(e.cfg.Endpoint); !loopback(host) {
+		e.logger.Warn("faultconsole: serving plain HTTP off loopback: the bearer token crosses the network in clear; set tls",
+			zap.String("endpoint", e.cfg.Endpoint))
 	}
 	srv := &http.Server{
 		Handler:           e.api,
@@ -127,8 +141,17 @@ func (e *faultConsole) Start(_ context.Context, _ component.Host) error {
 			e.logger.Error("faultconsole: server stopped", zap.Error(err))
 		}
 	}()
-	e.logger.Info("faultconsole: serving", zap.String("endpoint", ln.Addr().String()))
+	e.logger.Info("faultconsole: serving", zap.String("endpoint", ln.Addr().String()), zap.String("scheme", scheme))
 	return nil
+}
+
+// loopback: host is localhost or a loopback address.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Addr is the address the console listens on ("" before Start).

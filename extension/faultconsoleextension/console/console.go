@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
 // Console is what the fault console extension offers to other components.
@@ -166,6 +168,55 @@ type Controller interface {
 	Release(ctx context.Context, node string, op Operator) (detail string, err error)
 	// Acknowledge audits that op acknowledged the fault.
 	Acknowledge(ctx context.Context, faultID string, op Operator) error
+	// Role is this replica's place in the election of the one that acts;
+	// it never blocks. ResetBreaker, Release and Acknowledge refuse with a
+	// *NotOwnerError on any replica but the owner.
+	Role() Role
+}
+
+// What elects the replica that acts (Role.Election).
+const (
+	// ElectionGPUFaults: the gpu_faults receiver's single-owner consumer
+	// group; the member holding its partitions acts.
+	ElectionGPUFaults = "gpu_faults"
+	// ElectionLease: the remediation exporter's Kubernetes Lease.
+	ElectionLease = "lease"
+	// ElectionNone: nothing elects; this replica acts alone (always the
+	// owner).
+	ElectionNone = "none"
+)
+
+// Role is a controller's replica in the election of the one that acts.
+type Role struct {
+	// Election is ElectionGPUFaults, ElectionLease or ElectionNone.
+	Election string
+	ownership.Status
+}
+
+// NotOwnerError refuses a control on a replica that does not act: a
+// standby (naming the owner when it is known) or one still electing.
+type NotOwnerError struct {
+	Role Role
+}
+
+func (e *NotOwnerError) Error() string {
+	self := e.Role.Self.Name
+	if self == "" {
+		self = "this replica"
+	}
+	what := "gpu_faults"
+	if e.Role.Election == ElectionLease {
+		what = "the remediation Lease"
+	}
+	switch {
+	case e.Role.Owner.Name != "" && e.Role.Owner.Console != "":
+		return fmt.Sprintf("%s is a standby and never acts: %s owns %s and acts; send controls to its console %s", self, e.Role.Owner.Name, what, e.Role.Owner.Console)
+	case e.Role.Owner.Name != "":
+		return fmt.Sprintf("%s is a standby and never acts: %s owns %s and acts; send controls to its console", self, e.Role.Owner.Name, what)
+	case e.Role.Role == ownership.RoleStandby:
+		return fmt.Sprintf("%s is a standby and never acts: another replica owns %s (not named to this one); send controls to the owner's console", self, what)
+	}
+	return fmt.Sprintf("%s does not act: the election of the owner of %s is in progress; try again in a few seconds", self, what)
 }
 
 // FromHost returns the Console of the extension id.

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.uber.org/goleak"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
 func TestMain(m *testing.M) {
@@ -39,4 +41,23 @@ func TestFromHost(t *testing.T) {
 	assert.ErrorContains(t, err, `extension "faultconsole/missing" is not configured`)
 	_, err = FromHost(h, other)
 	assert.ErrorContains(t, err, `is not a faultconsole extension`)
+}
+
+func TestNotOwnerError(t *testing.T) {
+	member := func(name, url string) ownership.Member { return ownership.Member{Name: name, Console: url} }
+	for _, tc := range []struct {
+		role Role
+		want string
+	}{
+		{Role{ElectionGPUFaults, ownership.Status{Role: ownership.RoleStandby, Self: member("gw-1", ""), Owner: member("gw-0", "https://gw-0:8787")}},
+			"gw-1 is a standby and never acts: gw-0 owns gpu_faults and acts; send controls to its console https://gw-0:8787"},
+		{Role{ElectionGPUFaults, ownership.Status{Role: ownership.RoleStandby, Self: member("gw-1", ""), Owner: member("gw-0", "")}},
+			"gw-1 is a standby and never acts: gw-0 owns gpu_faults and acts; send controls to its console"},
+		{Role{ElectionLease, ownership.Status{Role: ownership.RoleStandby}},
+			"this replica is a standby and never acts: another replica owns the remediation Lease (not named to this one); send controls to the owner's console"},
+		{Role{ElectionGPUFaults, ownership.Status{Role: ownership.RoleElecting, Self: member("gw-1", "")}},
+			"gw-1 does not act: the election of the owner of gpu_faults is in progress; try again in a few seconds"},
+	} {
+		assert.EqualError(t, &NotOwnerError{Role: tc.role}, tc.want)
+	}
 }

@@ -26,10 +26,13 @@ type Client struct {
 	HTTP *http.Client
 }
 
-// APIError is an error answer of the API.
+// APIError is an error answer of the API. Role and Owner are set on a
+// control refused by a replica that does not act (409).
 type APIError struct {
 	Status  int
 	Message string
+	Role    string
+	Owner   *Member
 }
 
 func (e *APIError) Error() string {
@@ -81,7 +84,7 @@ func (c *Client) Raw(ctx context.Context, method, path string, body any) ([]byte
 				e.Error = http.StatusText(resp.StatusCode)
 			}
 		}
-		return nil, &APIError{Status: resp.StatusCode, Message: e.Error}
+		return nil, &APIError{Status: resp.StatusCode, Message: e.Error, Role: e.Role, Owner: e.Owner}
 	}
 	return data, nil
 }

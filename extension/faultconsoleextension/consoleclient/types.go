@@ -5,9 +5,20 @@ package consoleclient // import "github.com/otelcol-gpu/otelcol-gpu/extension/fa
 
 import "time"
 
-// Error is every error answer: {"error": "..."}.
+// Error is every error answer: {"error": "..."}. A control refused on a
+// replica that does not act (409) also says its role and names the owner
+// when it is known.
 type Error struct {
-	Error string `json:"error"`
+	Error string  `json:"error"`
+	Role  string  `json:"role,omitempty"`
+	Owner *Member `json:"owner,omitempty"`
+}
+
+// Member is a replica in the election of the one that acts: its name and
+// the URL of its console, as it advertises them.
+type Member struct {
+	Name    string `json:"name"`
+	Console string `json:"console,omitempty"`
 }
 
 // Status answers GET /api/v1/status.
@@ -25,7 +36,21 @@ type Status struct {
 	DroppedSteps       uint64    `json:"dropped_steps"`
 	TraceLinks         bool      `json:"trace_links"`
 	LogsLinks          bool      `json:"logs_links"`
+	// Role is this replica's: owner (its controls act), standby (they are
+	// refused: Owner acts) or electing; "" without a controller. Election
+	// is what elects: gpu_faults, lease or none (a single replica).
+	Role     string  `json:"role,omitempty"`
+	Election string  `json:"election,omitempty"`
+	Self     *Member `json:"self,omitempty"`
+	Owner    *Member `json:"owner,omitempty"`
 }
+
+// Role values of Status and Error.
+const (
+	RoleOwner    = "owner"
+	RoleStandby  = "standby"
+	RoleElecting = "electing"
+)
 
 // Links are a fault's links into the trace and log backends ("" when not
 // configured or not applicable).

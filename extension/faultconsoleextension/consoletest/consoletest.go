@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
 // Call is one recorded change: Method is ResetBreaker, Release or
@@ -30,13 +31,43 @@ type Controller struct {
 	calls   []Call
 	err     error
 	now     func() time.Time
+	role    console.Role
 }
 
 var _ console.Controller = (*Controller)(nil)
 
 // New returns a controller holding nodes, with the breaker b.
 func New(b console.Breaker, nodes ...console.QuarantinedNode) *Controller {
-	return &Controller{nodes: slices.Clone(nodes), breaker: b, now: time.Now}
+	return &Controller{nodes: slices.Clone(nodes), breaker: b, now: time.Now,
+		role: console.Role{Election: console.ElectionNone, Status: ownership.Status{Role: ownership.RoleOwner}}}
+}
+
+// SetRole sets what Role answers (New: the owner, nothing elects). On any
+// role but the owner every change is refused with a *console.NotOwnerError
+// and not recorded, as the remediation exporter refuses it.
+func (c *Controller) SetRole(r console.Role) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.role = r
+}
+
+// Role implements console.Controller.
+func (c *Controller) Role() console.Role {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.role
+}
+
+// refusal is the error of a change: the one set, else a standby's.
+// Callers hold c.mu.
+func (c *Controller) refusal() error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.role.Role != ownership.RoleOwner {
+		return &console.NotOwnerError{Role: c.role}
+	}
+	return nil
 }
 
 // SetErr makes every later call fail with err (nil: succeed).
@@ -80,8 +111,8 @@ func (c *Controller) Breaker(context.Context) (console.Breaker, error) {
 func (c *Controller) ResetBreaker(_ context.Context, op console.Operator) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return c.err
+	if err := c.refusal(); err != nil {
+		return err
 	}
 	c.calls = append(c.calls, Call{Method: "ResetBreaker", Operator: op})
 	c.breaker.Tripped = false
@@ -94,8 +125,8 @@ func (c *Controller) ResetBreaker(_ context.Context, op console.Operator) error 
 func (c *Controller) Release(_ context.Context, node string, op console.Operator) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return "", c.err
+	if err := c.refusal(); err != nil {
+		return "", err
 	}
 	i := slices.IndexFunc(c.nodes, func(n console.QuarantinedNode) bool { return n.Node == node })
 	if i < 0 {
@@ -110,8 +141,8 @@ func (c *Controller) Release(_ context.Context, node string, op console.Operator
 func (c *Controller) Acknowledge(_ context.Context, faultID string, op console.Operator) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return c.err
+	if err := c.refusal(); err != nil {
+		return err
 	}
 	c.calls = append(c.calls, Call{Method: "Acknowledge", Target: faultID, Operator: op})
 	return nil

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
 func TestMain(m *testing.M) {
@@ -43,4 +44,25 @@ func TestController(t *testing.T) {
 	_, err = c.Quarantined(ctx)
 	require.EqualError(t, err, "boom")
 	assert.Len(t, c.Calls(), 3)
+}
+
+// A standby refuses every change, naming the owner, and records none.
+func TestControllerStandby(t *testing.T) {
+	ctx := context.Background()
+	c := New(console.Breaker{Tripped: true}, console.QuarantinedNode{Node: "n1"})
+	standby := console.Role{Election: console.ElectionGPUFaults, Status: ownership.Status{Role: ownership.RoleStandby,
+		Self: ownership.Member{Name: "gw-1"}, Owner: ownership.Member{Name: "gw-0", Console: "https://gw-0:8787"}}}
+	c.SetRole(standby)
+	assert.Equal(t, standby, c.Role())
+	op := console.Operator{Name: "al", Reason: "why"}
+	var notOwner *console.NotOwnerError
+	require.ErrorAs(t, c.ResetBreaker(ctx, op), &notOwner)
+	assert.Equal(t, "gw-0", notOwner.Role.Owner.Name)
+	_, err := c.Release(ctx, "n1", op)
+	require.ErrorAs(t, err, &notOwner)
+	require.ErrorAs(t, c.Acknowledge(ctx, "f1", op), &notOwner)
+	assert.Empty(t, c.Calls())
+	nodes, err := c.Quarantined(ctx)
+	require.NoError(t, err, "reads are served on a standby")
+	assert.Len(t, nodes, 1)
 }

@@ -28,6 +28,8 @@ type Leader struct {
 	onChange func(leading bool)
 
 	leading atomic.Bool
+	// holder is the Lease's holder as last observed ("" none yet).
+	holder atomic.Pointer[string]
 	// changeMu orders gains and losses: client-go calls OnStartedLeading
 	// on its own goroutine, which may run after the loss it preceded.
 	changeMu sync.Mutex
@@ -66,6 +68,15 @@ func (l *Leader) Identity() string { return l.identity }
 
 // IsLeader implements actuator.Leader.
 func (l *Leader) IsLeader() bool { return l.leading.Load() }
+
+// Holder is the identity holding the Lease as this replica last observed
+// it; "" before the first observation.
+func (l *Leader) Holder() string {
+	if h := l.holder.Load(); h != nil {
+		return *h
+	}
+	return ""
+}
 
 // Start stands for election in the background until Stop or ctx ends.
 func (l *Leader) Start(ctx context.Context) error {
@@ -145,6 +156,7 @@ func (l *Leader) elector() (*leaderelection.LeaderElector, error) {
 				l.setLeading(true, func() bool { return ctx.Err() == nil })
 			},
 			OnStoppedLeading: func() { l.setLeading(false) },
+			OnNewLeader:      func(identity string) { l.holder.Store(&identity) },
 		},
 	})
 }

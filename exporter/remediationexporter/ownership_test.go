@@ -1,0 +1,184 @@
+package remediationexporter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
+)
+
+// fakeElection is a gpu_faults receiver's election, set by the test.
+type fakeElection struct {
+	mu sync.Mutex
+	st ownership.Status
+}
+
+func (f *fakeElection) Status() ownership.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st
+}
+
+var (
+	gw0 = ownership.Member{Name: "otelcol-gpu-gateway-0", Console: "https://otelcol-gpu-gateway-0.gw:8787"}
+	gw1 = ownership.Member{Name: "otelcol-gpu-gateway-1", Console: "https://otelcol-gpu-gateway-1.gw:8787"}
+)
+
+// owner makes this replica (gw1) the owner; standby makes gw0 the owner.
+func (f *fakeElection) owner() { f.set(ownership.RoleOwner, gw1) }
+func (f *fakeElection) standby() { f.set(ownership.RoleStandby, gw0) }
+func (f *fakeElection) set(role ownership.Role, owner ownership.Member) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = ownership.Status{Role: role, Self: gw1, Owner: owner, Group: "otelcol-gpu-remediation", Generation: 3}
+}
+
+// withElection runs the exporter in a collector whose gpu_faults receiver
+// offers el.
+func withElection(el ownership.Election) harnessOpt {
+	return func(_ *Config, d *dependencies) {
+		d.election = func() (string, ownership.Election, error) { return "gpu_faults", el, nil }
+	}
+}
+
+// No Lease, a gpu_faults receiver: only the member owning its partitions
+// acts. A standby's console controls are refused naming the owner, audited
+// as refusals and counted, and touch neither the platform nor the state;
+// the owner's succeed.
+func TestStandbyRefusesEveryControl(t *testing.T) {
+	el := &fakeElection{}
+	el.owner()
+	h := newHarness(t, withConsole, withElection(el))
+	ctl := h.console.ctl(t)
+	r := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)
+	require.NoError(t, h.consume(r))
+	h.platform.breaker.tripped = true
+	role := ctl.Role()
+	assert.Equal(t, console.ElectionGPUFaults, role.Election)
+	assert.Equal(t, ownership.RoleOwner, role.Role)
+
+	el.standby()
+	role = ctl.Role()
+	assert.Equal(t, ownership.RoleStandby, role.Role)
+	assert.Equal(t, gw0, role.Owner, "the standby names the owner")
+	assert.Equal(t, gw1, role.Self)
+
+	var notOwner *console.NotOwnerError
+	_, err := ctl.Release(context.Background(), "xl003", operator)
+	require.ErrorAs(t, err, &notOwner)
+	assert.EqualError(t, err, "otelcol-gpu-gateway-1 is a standby and never acts: otelcol-gpu-gateway-0 owns gpu_faults and acts; send controls to its console https://otelcol-gpu-gateway-0.gw:8787")
+	require.ErrorAs(t, ctl.ResetBreaker(context.Background(), operator), &notOwner)
+	require.ErrorAs(t, ctl.Acknowledge(context.Background(), r.ID, operator), &notOwner)
+
+	_, rel := h.platform.counts()
+	assert.Zero(t, rel, "no release called")
+	assert.Zero(t, h.platform.breaker.resets, "no reset called")
+	assert.True(t, h.platform.breaker.tripped)
+	nodes, err := ctl.Quarantined(context.Background())
+	require.NoError(t, err)
+	require.Len(t, nodes, 1, "the standby's view is untouched")
+	assert.False(t, nodes[0].ReleasePending)
+	for _, step := range []string{stepRelease, stepBreaker, stepAcknowledge} {
+		skipped := h.auditFor(step, audit.DecisionSkipped)
+		if assert.Len(t, skipped, 1, step) {
+			assert.Equal(t, "alice", skipped[0].Operator, step)
+			assert.Contains(t, skipped[0].Reason, "otelcol-gpu-gateway-0 owns gpu_faults", step)
+		}
+		assert.Empty(t, h.auditFor(step, audit.DecisionActed), step)
+	}
+	assert.Equal(t, int64(1), decisionCount(t, h, actionRelease, outcomeSkipped))
+	assert.Equal(t, int64(1), decisionCount(t, h, actionBreakerReset, outcomeSkipped))
+	assert.Equal(t, 3, h.logs.FilterMessage("remediation: console control refused on a replica that does not act").Len())
+
+	el.set(ownership.RoleElecting, ownership.Member{})
+	_, err = ctl.Release(context.Background(), "xl003", operator)
+	assert.EqualError(t, err, "otelcol-gpu-gateway-1 does not act: the election of the owner of gpu_faults is in progress; try again in a few seconds")
+
+	el.owner()
+	require.NoError(t, ctl.ResetBreaker(context.Background(), operator))
+	_, err = ctl.Release(context.Background(), "xl003", operator)
+	require.NoError(t, err)
+	require.NoError(t, ctl.Acknowledge(context.Background(), r.ID, operator))
+	_, rel = h.platform.counts()
+	assert.Equal(t, 1, rel)
+	assert.Equal(t, 1, h.platform.breaker.resets)
+}
+
+// A verification window that ends after this replica became a standby
+// releases nothing: the node stays quarantined for the owner to decide.
+func TestStandbyWindowReleasesNothing(t *testing.T) {
+	el := &fakeElection{}
+	el.owner()
+	h := newHarness(t, withElection(el))
+	r := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "xl008", fault.StateOpen)
+	require.NoError(t, h.consume(r))
+	require.NoError(t, h.consume(withState(r, fault.StateResolved)))
+	require.Equal(t, 1, h.clock.pending(), "the verification window runs")
+	el.standby()
+	h.clock.Advance(time.Hour)
+	_, rel := h.platform.counts()
+	assert.Zero(t, rel)
+	skipped := h.auditFor(stepRelease, audit.DecisionSkipped)
+	require.Len(t, skipped, 1)
+	assert.Contains(t, skipped[0].Reason, "not the replica that acts: the node stays quarantined")
+}
+
+// With the decision log, a record in hand on a replica that lost the
+// partitions is decided by nobody: nothing acted, nothing published, so
+// the next owner decides it.
+func TestStandbyPublishesNoDecision(t *testing.T) {
+	cluster := newDecisionCluster(t)
+	el := &fakeElection{}
+	el.standby()
+	h := newHarness(t, withElection(el), withDecisionLog(t, cluster, "gateway-1"))
+	r := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)
+	require.NoError(t, h.consume(r))
+	q, _ := h.platform.counts()
+	assert.Zero(t, q)
+	assert.Empty(t, readDecisions(t, cluster), "no decision published")
+	skipped := h.auditFor(stepRecord, audit.DecisionSkipped)
+	require.Len(t, skipped, 1)
+	assert.Contains(t, skipped[0].Reason, "not the replica that acts")
+
+	next := newHarness(t, withDecisionLog(t, cluster, "gateway-0"))
+	require.NoError(t, next.consume(r))
+	q, _ = next.platform.counts()
+	assert.Equal(t, 1, q, "the owner decides it")
+}
+
+// Which replica acts, chosen at Start: nothing elects (alone), the
+// receiver's election, or a failure naming the ambiguity.
+func TestElectAtStart(t *testing.T) {
+	h := newHarness(t, withConsole, func(_ *Config, d *dependencies) {
+		d.election = func() (string, ownership.Election, error) { return "", nil, nil }
+	})
+	role := h.console.ctl(t).Role()
+	assert.Equal(t, console.ElectionNone, role.Election)
+	assert.Equal(t, ownership.RoleOwner, role.Role)
+
+	cfg := createDefaultConfig().(*Config)
+	exp, err := newRemediationExporter(cfg, componenttest.NewNopTelemetrySettings(), dependencies{
+		election: func() (string, ownership.Election, error) { return "", nil, errors.New("2 gpu_faults receivers") },
+	})
+	require.NoError(t, err)
+	err = exp.Start(context.Background(), componenttest.NewNopHost())
+	assert.EqualError(t, err, "remediationexporter: which replica acts: 2 gpu_faults receivers")
+	require.NoError(t, exp.Shutdown(context.Background()))
+
+	// A configured Leader (the Lease) is kept.
+	lease := &flagLeader{leader: false}
+	h = newHarness(t, withConsole, withElection(&fakeElection{}), func(_ *Config, d *dependencies) { d.leader = lease })
+	role = h.console.ctl(t).Role()
+	assert.Equal(t, console.ElectionLease, role.Election)
+	assert.Equal(t, ownership.RoleStandby, role.Role)
+}
