@@ -18,7 +18,7 @@ type dependencies struct {
 	// election finds the gpu_faults receiver's election; nil:
 	// ownership.Find.
 	election func() (string, ownership.Election, error)
-	clock    clock             // nil: realClock
+	clock    clock // nil: realClock
 	// sleep waits between attempts (platform and webhook); nil waits on a
 	// timer honouring ctx.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -42,4 +42,3 @@ func (realClock) Now() time.Time { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
-

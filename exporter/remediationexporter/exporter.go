@@ -38,10 +38,10 @@ type remediationExporter struct {
 	// with findElection.
 	electAtStart bool
 	findElection func() (string, ownership.Election, error)
-	clock    clock
-	sleep    func(context.Context, time.Duration) error
-	audit    *audit.Log
-	webhook  *webhook.Client // nil: not configured
+	clock        clock
+	sleep        func(context.Context, time.Duration) error
+	audit        *audit.Log
+	webhook      *webhook.Client // nil: not configured
 
 	// lifeCtx is cancelled when Shutdown gives up waiting; it bounds the
 	// releases that timers start.

@@ -35,7 +35,7 @@ var (
 )
 
 // owner makes this replica (gw1) the owner; standby makes gw0 the owner.
-func (f *fakeElection) owner() { f.set(ownership.RoleOwner, gw1) }
+func (f *fakeElection) owner()   { f.set(ownership.RoleOwner, gw1) }
 func (f *fakeElection) standby() { f.set(ownership.RoleStandby, gw0) }
 func (f *fakeElection) set(role ownership.Role, owner ownership.Member) {
 	f.mu.Lock()
