@@ -18,8 +18,9 @@ import (
 
 // Environment variables read.
 const (
-	envServer = "OTELCOL_GPU_CONSOLE_URL"
+	envServer = "OTELCOL_GPU_CONSOLE_URL" // one URL, or several comma-separated
 	envToken  = "OTELCOL_GPU_CONSOLE_TOKEN"
+	envCAFile = "OTELCOL_GPU_CONSOLE_CA_FILE"
 	// defaultServer is the console's default endpoint.
 	defaultServer = "http://localhost:8787"
 )
@@ -31,10 +32,10 @@ const (
 	exitUsage = 2
 )
 
-const usageText = `usage: otelcol-gpu-ctl [--server URL] [--token-file F] [--operator NAME] [--json] <command>
+const usageText = `usage: otelcol-gpu-ctl [--server URL]... [--all-addresses] [--ca-file F] [--token-file F] [--operator NAME] [--json] <command>
 
 commands:
-  status                          the console's version and counts
+  status                          each console's role (owner or standby), version and counts
   faults [--all]                  open faults (--all: resolved ones too), newest first
   fault ID                        one fault with its evidence and links
   ack ID [--reason TEXT]          acknowledge a fault (audited by remediation)
@@ -47,7 +48,12 @@ commands:
                                   ranks x steps, shaded by compute time / the step's median
 
 flags (before or after the command):
-  --server URL       the console (env OTELCOL_GPU_CONSOLE_URL, default http://localhost:8787)
+  --server URL       a console (repeatable, or comma-separated; env OTELCOL_GPU_CONSOLE_URL,
+                     default http://localhost:8787). With several, every command goes to the
+                     one that owns gpu_faults (only it acts; the others refuse controls)
+  --all-addresses    ask every address each server's name resolves to (the gateways'
+                     headless Service, e.g. https://otelcol-gpu-gateway.otelcol-gpu.svc:8787)
+  --ca-file F        the console's CA certificate for https:// (env OTELCOL_GPU_CONSOLE_CA_FILE)
   --token-file F     file holding the API token (else env OTELCOL_GPU_CONSOLE_TOKEN)
   --operator NAME    who is acting, for the audit (default $USER)
   --json             print the API's JSON instead of tables
@@ -64,12 +70,15 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 
 // options are the global flags.
 type options struct {
-	server, tokenFile, operator string
-	json                        bool
+	servers                     serverList
+	caFile, tokenFile, operator string
+	json, allAddresses          bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.server, "server", o.server, "console URL")
+	fs.Var(&o.servers, "server", "console URL (repeatable)")
+	fs.BoolVar(&o.allAddresses, "all-addresses", o.allAddresses, "every address of each server's name")
+	fs.StringVar(&o.caFile, "ca-file", o.caFile, "the console's CA certificate")
 	fs.StringVar(&o.tokenFile, "token-file", o.tokenFile, "file holding the API token")
 	fs.StringVar(&o.operator, "operator", o.operator, "who is acting")
 	fs.BoolVar(&o.json, "json", o.json, "print the API's JSON")
@@ -126,10 +135,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runCtx(ctx context.Context, args []string, stdout io.Writer) error {
-	opts := options{server: os.Getenv(envServer), operator: os.Getenv("USER")}
-	if opts.server == "" {
-		opts.server = defaultServer
+	opts := options{caFile: os.Getenv(envCAFile), operator: os.Getenv("USER")}
+	if env := os.Getenv(envServer); env != "" {
+		_ = opts.servers.Set(env)
+	} else {
+		opts.servers.urls = []string{defaultServer}
 	}
+	opts.servers.set = false // --server replaces the environment's
 	global := newFlagSet("otelcol-gpu-ctl")
 	opts.register(global)
 	if err := global.Parse(args); err != nil {
@@ -166,7 +178,7 @@ func runCtx(ctx context.Context, args []string, stdout io.Writer) error {
 		return usagef("unknown command %q", cmd)
 	}
 	for name := range set {
-		if !contains([]string{"server", "token-file", "operator", "json"}, name) && !contains(own, name) {
+		if !contains([]string{"server", "all-addresses", "ca-file", "token-file", "operator", "json"}, name) && !contains(own, name) {
 			return usagef("%s does not take --%s", cmd, name)
 		}
 	}
@@ -199,35 +211,63 @@ func runCtx(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := &consoleclient.Client{BaseURL: opts.server, Token: token}
 	action := consoleclient.Action{Operator: strings.TrimSpace(opts.operator), Reason: *reason}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-
+	ts, err := targets(ctx, opts.servers.urls, opts.allAddresses, opts.caFile, token)
+	if err != nil {
+		return err
+	}
 	out := &printer{w: stdout, json: opts.json, ascii: *ascii, allRanks: *allRanks}
+	if len(ts) == 0 {
+		return fmt.Errorf("no console to ask: %s resolved to no address", strings.Join(opts.servers.urls, ", "))
+	}
+	c := ts[0].client
+	if len(ts) > 1 || opts.allAddresses {
+		as := statuses(ctx, ts)
+		switch cmd {
+		case "status":
+			return printStatuses(out, as)
+		case "jobs":
+			return printAllJobs(ctx, out, as)
+		}
+		o, err := owner(as)
+		if err != nil {
+			return err
+		}
+		c = o.client
+		if cmd == "heatmap" {
+			return printAnyHeatmap(ctx, out, o, as, pos[0], *attempt)
+		}
+	}
+	return one(ctx, out, c, cmd, pos, action, *all, *attempt)
+}
+
+// one runs cmd against the console c.
+func one(ctx context.Context, out *printer, c *consoleclient.Client, cmd string, pos []string, action consoleclient.Action, all bool, attempt int64) error {
 	switch cmd {
 	case "status":
 		v, raw, err := c.Status(ctx)
 		return out.print(raw, err, func() { printStatus(out, v) })
 	case "faults":
-		v, raw, err := c.Faults(ctx, *all)
+		v, raw, err := c.Faults(ctx, all)
 		return out.print(raw, err, func() { printFaults(out, v.Faults) })
 	case "fault":
 		v, raw, err := c.Fault(ctx, pos[0])
 		return out.print(raw, err, func() { printFault(out, v) })
 	case "ack":
 		v, raw, err := c.Ack(ctx, pos[0], action)
-		return out.print(raw, err, func() { fmt.Fprintf(out.w, "acknowledged fault %s as %s\n", v.ID, action.Operator) })
+		return out.print(raw, notOwnerHint(err), func() { fmt.Fprintf(out.w, "acknowledged fault %s as %s\n", v.ID, action.Operator) })
 	case "nodes":
 		v, raw, err := c.Nodes(ctx)
 		return out.print(raw, err, func() { printNodes(out, v.Nodes) })
 	case "release":
 		v, raw, err := c.Release(ctx, pos[0], action)
-		return out.print(raw, err, func() { fmt.Fprintf(out.w, "released node %s: %s\n", v.Node, v.Detail) })
+		return out.print(raw, notOwnerHint(err), func() { fmt.Fprintf(out.w, "released node %s: %s\n", v.Node, v.Detail) })
 	case "breaker":
 		if len(pos) == 1 {
 			v, raw, err := c.ResetBreaker(ctx, action)
-			return out.print(raw, err, func() {
+			return out.print(raw, notOwnerHint(err), func() {
 				fmt.Fprintf(out.w, "breaker reset by %s\n", action.Operator)
 				if v.Breaker != nil {
 					printBreaker(out, *v.Breaker)
@@ -242,7 +282,7 @@ func runCtx(ctx context.Context, args []string, stdout io.Writer) error {
 		v, raw, err := c.Jobs(ctx)
 		return out.print(raw, err, func() { printJobs(out, v.Jobs) })
 	default: // heatmap
-		v, raw, err := c.Heatmap(ctx, pos[0], *attempt)
+		v, raw, err := c.Heatmap(ctx, pos[0], attempt)
 		return out.print(raw, err, func() { printHeatmap(out, v) })
 	}
 }

@@ -33,6 +33,21 @@ func printStatus(p *printer, s consoleclient.Status) {
 	tw := table(p.w)
 	fmt.Fprintf(tw, "version\t%s %s\n", dash(s.Command), dash(s.Version))
 	fmt.Fprintf(tw, "remediation\t%s\n", map[bool]string{true: "attached", false: "not attached (no remediation exporter)"}[s.ControllerAttached])
+	if s.Role != "" {
+		role := s.Role
+		switch {
+		case s.Role == consoleclient.RoleOwner:
+			role += ": this replica acts"
+		case s.Owner != nil && s.Owner.Console != "":
+			role += ": " + s.Owner.Name + " acts, its console " + s.Owner.Console
+		case s.Owner != nil:
+			role += ": " + s.Owner.Name + " acts"
+		}
+		fmt.Fprintf(tw, "role\t%s (election %s)\n", role, dash(s.Election))
+		if s.Self != nil {
+			fmt.Fprintf(tw, "replica\t%s\n", s.Self.Name)
+		}
+	}
 	fmt.Fprintf(tw, "faults\t%d open, %d resolved, %d acknowledged\n", s.OpenFaults, s.ResolvedFaults, s.AcknowledgedFaults)
 	fmt.Fprintf(tw, "jobs\t%d\n", s.Jobs)
 	fmt.Fprintf(tw, "forgotten\t%d faults, %d jobs, %d steps dropped\n", s.EvictedFaults, s.EvictedJobs, s.DroppedSteps)
