@@ -294,7 +294,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if c, err := a.store.controller(); err == nil && !a.ownerOnly(w, c) {
+	if c, err := a.store.controller(); err == nil && !a.ownerOnly(w, r, c) {
 		return
 	}
 	if _, ok := a.store.fault(id); !ok {
@@ -303,13 +303,13 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := a.store.controller()
 	if err != nil {
-		a.controllerError(w, "acknowledging", err)
+		a.controllerError(w, r, "acknowledging", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	if err := c.Acknowledge(ctx, id, op); err != nil {
-		a.controllerError(w, "the remediation exporter refused the acknowledgement", err)
+		a.controllerError(w, r, "the remediation exporter refused the acknowledgement", err)
 		return
 	}
 	v, ok := a.store.acknowledge(id, op)
@@ -326,14 +326,14 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 func (a *api) quarantined(w http.ResponseWriter, r *http.Request) ([]console.QuarantinedNode, console.Controller, bool) {
 	c, err := a.store.controller()
 	if err != nil {
-		a.controllerError(w, "listing quarantined nodes", err)
+		a.controllerError(w, r, "listing quarantined nodes", err)
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	nodes, err := c.Quarantined(ctx)
 	if err != nil {
-		a.controllerError(w, "listing quarantined nodes", err)
+		a.controllerError(w, r, "listing quarantined nodes", err)
 		return nil, nil, false
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
@@ -361,7 +361,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if c, err := a.store.controller(); err == nil && !a.ownerOnly(w, c) {
+	if c, err := a.store.controller(); err == nil && !a.ownerOnly(w, r, c) {
 		return
 	}
 	nodes, c, ok := a.quarantined(w, r)
@@ -380,7 +380,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	detail, err := c.Release(ctx, node, op)
 	if err != nil {
-		a.controllerError(w, "releasing node "+strconv.Quote(node), err)
+		a.controllerError(w, r, "releasing node "+strconv.Quote(node), err)
 		return
 	}
 	a.opts.Logger.Info("faultconsole: node released", zap.String("node", node), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason), zap.String("detail", detail))
@@ -405,14 +405,14 @@ func wireBreaker(b console.Breaker) *consoleclient.Breaker {
 func (a *api) breaker(w http.ResponseWriter, r *http.Request) {
 	c, err := a.store.controller()
 	if err != nil {
-		a.controllerError(w, "reading the breaker", err)
+		a.controllerError(w, r, "reading the breaker", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	b, err := c.Breaker(ctx)
 	if err != nil {
-		a.controllerError(w, "reading the breaker", err)
+		a.controllerError(w, r, "reading the breaker", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, wireBreaker(b))
@@ -425,16 +425,16 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := a.store.controller()
 	if err != nil {
-		a.controllerError(w, "resetting the breaker", err)
+		a.controllerError(w, r, "resetting the breaker", err)
 		return
 	}
-	if !a.ownerOnly(w, c) {
+	if !a.ownerOnly(w, r, c) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), controllerTimeout)
 	defer cancel()
 	if err := c.ResetBreaker(ctx, op); err != nil {
-		a.controllerError(w, "resetting the breaker", err)
+		a.controllerError(w, r, "resetting the breaker", err)
 		return
 	}
 	a.opts.Logger.Info("faultconsole: breaker reset", zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason))

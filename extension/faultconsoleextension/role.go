@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
@@ -36,35 +37,37 @@ func withRole(st *consoleclient.Status, r console.Role) {
 }
 
 // notOwner answers a control refused because this replica does not act:
-// 409, its role and the owner, counted under reason not_owner.
-func (a *api) notOwner(w http.ResponseWriter, e *console.NotOwnerError) {
+// 409, its role and the owner, counted under reason not_owner and logged.
+func (a *api) notOwner(w http.ResponseWriter, r *http.Request, e *console.NotOwnerError) {
 	a.opts.Telemetry.FaultconsoleRefusedRequests.Add(context.Background(), 1, metric.WithAttributeSet(attribute.NewSet(
 		attribute.String(metadata.TelemetryAttrReason, "not_owner"),
 	)))
+	a.opts.Logger.Warn("faultconsole: control refused: this replica does not act", zap.String("method", r.Method),
+		zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr), zap.String("owner", e.Role.Owner.String()))
 	writeJSON(w, http.StatusConflict, consoleclient.Error{Error: e.Error(), Role: string(e.Role.Role), Owner: wireMember(e.Role.Owner)})
 }
 
 // ownerOnly is true on the replica that acts; elsewhere it answers the
 // refusal and is false.
-func (a *api) ownerOnly(w http.ResponseWriter, c console.Controller) bool {
-	r := c.Role()
-	if r.Role == ownership.RoleOwner {
+func (a *api) ownerOnly(w http.ResponseWriter, r *http.Request, c console.Controller) bool {
+	role := c.Role()
+	if role.Role == ownership.RoleOwner {
 		return true
 	}
-	a.notOwner(w, &console.NotOwnerError{Role: r})
+	a.notOwner(w, r, &console.NotOwnerError{Role: role})
 	return false
 }
 
 // controllerError answers a controller failure: 503 without a controller,
 // 409 from a replica that does not act, 502 with the controller's message
 // otherwise.
-func (a *api) controllerError(w http.ResponseWriter, what string, err error) {
+func (a *api) controllerError(w http.ResponseWriter, r *http.Request, what string, err error) {
 	var notOwner *console.NotOwnerError
 	switch {
 	case errors.Is(err, console.ErrNoController):
 		writeError(w, http.StatusServiceUnavailable, err.Error()+": "+what+" needs the remediation exporter in this collector's pipelines")
 	case errors.As(err, &notOwner):
-		a.notOwner(w, notOwner)
+		a.notOwner(w, r, notOwner)
 	default:
 		writeError(w, http.StatusBadGateway, what+": "+err.Error())
 	}

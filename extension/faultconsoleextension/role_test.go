@@ -61,6 +61,7 @@ func TestAPIStandbyRefusesControls(t *testing.T) {
 	f.wantError(t, "POST", "/api/v1/nodes/node-z/release", `{"operator":"alice","reason":"x"}`, http.StatusConflict, "otelcol-gpu-gateway-0 owns gpu_faults")
 	assert.Empty(t, f.ctrl.Calls(), "no control reached the controller")
 	assert.Equal(t, map[string]int64{"not_owner": 4}, sumByAttr(t, f.tel, "otelcol_faultconsole_refused_requests", metadata.TelemetryAttrReason))
+	assert.Equal(t, 4, f.logs.FilterMessage("faultconsole: control refused: this replica does not act").Len(), "each refusal logged")
 	f.call(t, "GET", "/api/v1/nodes", "", 200, nil)
 	f.call(t, "GET", "/api/v1/breaker", "", 200, nil)
 
