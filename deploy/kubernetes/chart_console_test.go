@@ -58,6 +58,7 @@ func TestChartConsole(t *testing.T) {
 			for _, f := range append(slices.Clone(tc.before), tc.fragment) {
 				want = append(want, "--config=/etc/otelcol-gpu/"+f)
 			}
+			want = append(want, "--config=/etc/otelcol-gpu/console-tls.yaml") // the chart's TLS
 			assert.Equal(t, want, gw.Args, "the console's fragment after the mode's")
 			source, err := os.ReadFile(filepath.Join(repoRoot, "distributions", "gateway", tc.fragment))
 			require.NoError(t, err)
@@ -103,7 +104,7 @@ func TestChartConsole(t *testing.T) {
 
 			svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-gateway-console")
 			assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "no NodePort or LoadBalancer")
-			assert.Equal(t, corev1.ServiceAffinityClientIP, svc.Spec.SessionAffinity, "a client stays on one replica")
+			assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless: every replica, the owner among them")
 			assert.True(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)), "the Service selects the gateways")
 			require.Len(t, svc.Spec.Ports, 1)
 			assert.EqualValues(t, 8787, svc.Spec.Ports[0].Port)
@@ -136,6 +137,7 @@ func TestChartConsole(t *testing.T) {
 		assert.Equal(t, []string{
 			"--config=/etc/otelcol-gpu/config.yaml",
 			"--config=/etc/otelcol-gpu/console.yaml",
+			"--config=/etc/otelcol-gpu/console-tls.yaml",
 			"--config=/etc/otelcol-gpu/extra-config.yaml",
 		}, gw.Args, "gateway.extraConfig over the console's fragment")
 		assert.Equal(t, "0.0.0.0:9443", envVar(gw, "OTELCOL_GPU_CONSOLE_ENDPOINT").Value)
@@ -176,8 +178,9 @@ func TestChartConsoleRefusals(t *testing.T) {
 			assert.Contains(t, stderr.String(), tc.want)
 		})
 	}
-	// Enabled with a Secret named, the same render passes.
-	objs := helmTemplate(t, scenarioByName(t, defaultScenario), "--set", "gateway.console.enabled=true", "--set", "gateway.console.tokenSecret=t")
+	// Enabled with a Secret named and a certificate, the same render passes.
+	objs := helmTemplate(t, scenarioByName(t, defaultScenario), "--set", "gateway.console.enabled=true", "--set", "gateway.console.tokenSecret=t",
+		"--set", "gateway.console.tls.secret=c")
 	_, gw := gatewayContainer(t, objs)
 	assert.Contains(t, gw.Args, "--config=/etc/otelcol-gpu/console.yaml")
 }

@@ -420,9 +420,9 @@ func checkGateway(t *testing.T, objs []*unstructured.Unstructured, overlay strin
 		// The console's fragment last (chart_console_test.go checks it).
 		switch overlay {
 		case consoleScenario:
-			want = append(want, "--config=/etc/otelcol-gpu/console.yaml")
+			want = append(want, "--config=/etc/otelcol-gpu/console.yaml", "--config=/etc/otelcol-gpu/console-tls.yaml")
 		case smallClusterConsoleScenario:
-			want = append(want, "--config=/etc/otelcol-gpu/small-cluster-console.yaml")
+			want = append(want, "--config=/etc/otelcol-gpu/small-cluster-console.yaml", "--config=/etc/otelcol-gpu/console-tls.yaml")
 		}
 		assert.Equal(t, want, gw.Args)
 	default:

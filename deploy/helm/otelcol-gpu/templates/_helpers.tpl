@@ -148,14 +148,44 @@ its values, which fail the render naming the value.
 {{- if has $port (list 13134 8889 4317) }}
 {{- fail (printf "gateway.console.port: %d is already the gateway's (health 13134, telemetry 8889, OTLP 4317)" $port) }}
 {{- end }}
+{{- $tls := $c.tls | default dict }}
+{{- $cm := $tls.certManager | default dict }}
+{{- if and $tls.secret $cm.enabled }}
+{{- fail "gateway.console.tls: set secret or certManager.enabled, not both" }}
+{{- end }}
+{{- if not (or $tls.secret $cm.enabled) }}
+{{- fail "gateway.console.tls: the console serves HTTPS only: name a Secret of type kubernetes.io/tls (gateway.console.tls.secret) or let cert-manager issue one (gateway.console.tls.certManager.enabled, issuerRef.name)" }}
+{{- end }}
+{{- if and $tls.secret (not (kindIs "string" $tls.secret)) }}
+{{- fail (printf "gateway.console.tls.secret: %v is not a Secret's name" $tls.secret) }}
+{{- end }}
+{{- if and $cm.enabled (not ($cm.issuerRef | default dict).name) }}
+{{- fail "gateway.console.tls.certManager.issuerRef.name: name the cert-manager Issuer (or ClusterIssuer, with kind) that signs the console's certificate" }}
+{{- end }}
+{{- end }}
+{{- define "otelcol-gpu.consoleTLSSecret" -}}
+{{- .Values.gateway.console.tls.secret | default "otelcol-gpu-gateway-console-tls" }}
 {{- end }}
 {{- define "otelcol-gpu.consoleEnv" -}}
-# The fault console (distributions/gateway/console.yaml): on the pod's
-# address, its token from Secret gateway.console.tokenSecret.
+# The fault console (distributions/gateway/console.yaml, then the chart's
+# console-tls.yaml): HTTPS, its token from Secret gateway.console.tokenSecret.
+{{- if .Values.gateway.console.bindPodIP }}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: OTELCOL_GPU_CONSOLE_ENDPOINT
+  value: "[$(POD_IP)]:{{ int .Values.gateway.console.port }}"
+{{- else }}
 - name: OTELCOL_GPU_CONSOLE_ENDPOINT
   value: "0.0.0.0:{{ int .Values.gateway.console.port }}"
+{{- end }}
 - name: OTELCOL_GPU_CONSOLE_TOKEN_FILE
   value: /etc/otelcol-gpu/console/token
+# What this replica advertises to the others in the gpu_faults group: a
+# standby's console and otelcol-gpu-ctl point at the owner's.
+- name: OTELCOL_GPU_CONSOLE_ADVERTISE_URL
+  value: "https://$(KAFKA_GROUP_INSTANCE_ID).otelcol-gpu-gateway.{{ .Release.Namespace }}.svc:{{ int .Values.gateway.console.port }}"
 {{- with .Values.gateway.console.traceURL }}
 - name: OTELCOL_GPU_CONSOLE_TRACE_URL
   value: {{ . | quote }}
@@ -174,4 +204,13 @@ its values, which fail the render naming the value.
     defaultMode: 0440
     items:
       - {key: token, path: token}
+# Its certificate and key (gateway.console.tls), readable by the gateway's
+# group only.
+- name: console-tls
+  secret:
+    secretName: {{ include "otelcol-gpu.consoleTLSSecret" . }}
+    defaultMode: 0440
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
 {{- end }}
