@@ -205,7 +205,7 @@ func TestChartConsolePrivate(t *testing.T) {
 	}
 	assert.Equal(t, map[string][]networkingv1.NetworkPolicyPeer{
 		"telemetry": {ns("monitoring")},
-		"console": {ns("monitoring"), {PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"otelcol-gpu.io/console-client": "true"}}}},
+		"console":   {ns("monitoring"), {PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"otelcol-gpu.io/console-client": "true"}}}},
 	}, byPort, "only telemetry and the console, from the configured peers")
 	for name := range byPort {
 		assert.True(t, slices.ContainsFunc(gw.Ports, func(p corev1.ContainerPort) bool { return p.Name == name }), "port %s is the gateway's", name)
@@ -224,7 +224,9 @@ func TestChartConsolePrivate(t *testing.T) {
 	assert.Equal(t, "telemetry", np.Spec.Ingress[0].Ports[0].Port.String())
 	// Off, none.
 	objs = helmTemplate(t, scenarioByName(t, productionScenario), "--set", "gateway.networkPolicy.enabled=false")
-	assert.False(t, slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "NetworkPolicy" && o.GetName() == "otelcol-gpu-gateway" }))
+	assert.False(t, slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "NetworkPolicy" && o.GetName() == "otelcol-gpu-gateway"
+	}))
 }
 
 // cert-manager issues the certificate when asked, for the names the
