@@ -263,7 +263,9 @@ func checkFaults(records []fault.Record) error {
 
 // checkNoHardwareNames: nothing that left the provenance processor carries
 // a hardware signal's name outside forged.: no metric name, no attribute
-// key of any map a reader reads, no log event name or event.name value; no
+// key of any map a reader reads (nor a name Prometheus would store as a
+// hardware signal's, host.name's or gpu.uuid's), no log event name or
+// event.name value; no
 // fault.* attribute nor gpu.fault event name either. (Span names, keys
 // nested inside values and an event.name attribute of gpu.fault are read by
 // no reader: a fault record is told by its fault.* attributes.)
@@ -271,7 +273,7 @@ func checkNoHardwareNames(t *tap) error {
 	var errs []error
 	keys := func(where string, m pcommon.Map) {
 		for k, v := range m.All() {
-			if semconv.HardwareSignal(k) || strings.HasPrefix(k, fault.FaultAttrPrefix) {
+			if semconv.HardwareSignal(k) || semconv.PrometheusAlias(k) || strings.HasPrefix(k, fault.FaultAttrPrefix) {
 				errs = append(errs, fmt.Errorf("%s key %q passed provenance", where, k))
 			}
 			if k == semconv.AttrEventName && v.Type() == pcommon.ValueTypeStr && semconv.HardwareSignal(v.Str()) {
@@ -304,7 +306,7 @@ func checkNoHardwareNames(t *tap) error {
 				sm := rm.ScopeMetrics().At(j)
 				keys("scope", sm.Scope().Attributes())
 				for k := 0; k < sm.Metrics().Len(); k++ {
-					if n := sm.Metrics().At(k).Name(); semconv.HardwareSignal(n) {
+					if n := sm.Metrics().At(k).Name(); semconv.HardwareSignal(n) || semconv.PrometheusAlias(n) {
 						errs = append(errs, fmt.Errorf("metric %q passed provenance", n))
 					}
 				}
