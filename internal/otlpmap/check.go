@@ -117,10 +117,19 @@ func mapAt(m pcommon.Map, depth int) Problem {
 		}
 		keys[i] = k
 		i++
+		if !container(v) {
+			return true
+		}
 		found = nested(k, v, depth)
 		return found.OK()
 	})
 	return found
+}
+
+// container: v may hold maps (the check looks into maps and lists only).
+func container(v pcommon.Value) bool {
+	t := v.Type()
+	return t == pcommon.ValueTypeMap || t == pcommon.ValueTypeSlice
 }
 
 // bigMapAt is mapAt for a map of more than smallMap keys: a set of its
@@ -134,6 +143,9 @@ func bigMapAt(m pcommon.Map, n, depth int) Problem {
 			return false
 		}
 		seen[k] = struct{}{}
+		if !container(v) {
+			return true
+		}
 		found = nested(k, v, depth)
 		return found.OK()
 	})

@@ -1,6 +1,9 @@
 package semconv
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Prometheus is a second reader of every metric and label name: the
 // gateway's remote-write exporter turns each character outside
@@ -73,6 +76,21 @@ func promForm(name string, buf *promBuf) (int, bool) {
 	return n, true
 }
 
+// promFirstTokens are the first tokens of the protected forms (gpu, hw,
+// ib, nccl, host, DCGM): a name whose form starts otherwise is no alias,
+// without a lookup.
+var promFirstTokens = func() []string {
+	out := []string{strings.TrimSuffix(DCGMExporterMetricPrefix, "_")}
+	for form := range promProtected {
+		tok, _, _ := strings.Cut(form, "_")
+		if !slices.Contains(out, tok) {
+			out = append(out, tok)
+		}
+	}
+	slices.Sort(out)
+	return out
+}()
+
 // PrometheusAlias reports whether name, a metric name or an attribute key,
 // is neither a hardware signal nor host.name, gpu.uuid or gpu.index, yet
 // Prometheus would store it under the name of one of them (its form, with
@@ -81,7 +99,7 @@ func promForm(name string, buf *promBuf) (int, bool) {
 // hardware signals themselves. Unit suffixes ("_celsius") are not
 // followed.
 func PrometheusAlias(name string) bool {
-	if name == "" || HardwareSignal(name) || name == AttrHostName || name == AttrGPUUUID || name == AttrGPUIndex {
+	if name == "" {
 		return false
 	}
 	// Every protected form starts with g, h, i, n or D: a name starting
@@ -97,6 +115,31 @@ func PrometheusAlias(name string) bool {
 		return false
 	}
 	form := buf[:n]
+	first := form
+	for i, c := range form {
+		if c == '_' {
+			first = form[:i]
+			break
+		}
+	}
+	known := false
+	for _, tok := range promFirstTokens {
+		if string(first) == tok {
+			known = true
+			break
+		}
+	}
+	if !known || !promHit(form) {
+		return false
+	}
+	// The protected names themselves are no aliases (rare: only a hit
+	// gets here).
+	return !HardwareSignal(name) && name != AttrHostName && name != AttrGPUUUID && name != AttrGPUIndex
+}
+
+// promHit: form is a protected form, with or without a suffix, or a DCGM
+// exporter name.
+func promHit(form []byte) bool {
 	if _, hit := promProtected[string(form)]; hit {
 		return true
 	}
