@@ -20,37 +20,74 @@ type where struct {
 // read fills w from attrs; later maps (a record's own attributes) override
 // earlier ones (its resource's). One pass over attrs: a rank span carries
 // some twenty attributes, and a lookup per field walked them six times.
+// Within one map a key's first entry is its value, as pcommon.Map.Get,
+// internal/steprecord and the agent's provenance processor read it: a map
+// naming a key twice (refused at an agent's OTLP edge, internal/otlpmap)
+// cannot show this reader another host than the one provenance judged.
 func (w *where) read(attrs pcommon.Map) {
 	str := func(v pcommon.Value, dst *string) {
 		if s := v.AsString(); s != "" {
 			*dst = s
 		}
 	}
+	var seen readFields
 	for k, v := range attrs.All() {
 		switch k {
 		case semconv.AttrHostName:
-			str(v, &w.host)
+			if seen.first(readHost) {
+				str(v, &w.host)
+			}
 		case semconv.AttrGPUUUID:
-			str(v, &w.gpu)
+			if seen.first(readGPU) {
+				str(v, &w.gpu)
+			}
 		case semconv.AttrTrainingJobID:
 			// The contract's job id is a non-empty string (internal/steprecord).
-			if v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
+			if seen.first(readJob) && v.Type() == pcommon.ValueTypeStr && v.Str() != "" {
 				w.job = v.Str()
 			}
 		case semconv.AttrIBDevice:
-			str(v, &w.ibDevice)
+			if seen.first(readIBDevice) {
+				str(v, &w.ibDevice)
+			}
 		case semconv.AttrIBPort:
-			str(v, &w.ibPort)
+			if seen.first(readIBPort) {
+				str(v, &w.ibPort)
+			}
 		case semconv.AttrTrainingRank:
 			// The contract's rank, read as every step-record reader reads
 			// it (steprecord.Int): an int or an integral double, and a
 			// negative one is no rank. A value of another type (a string,
 			// a fraction) leaves the resource's rank in place.
+			if !seen.first(readRank) {
+				break
+			}
 			if n, ok := steprecord.Int(v); ok {
 				w.rank, w.rankKnown = n, n >= 0
 			}
 		}
 	}
+}
+
+// readFields are the keys where.read has met in one map.
+type readFields uint8
+
+const (
+	readHost readFields = 1 << iota
+	readGPU
+	readJob
+	readIBDevice
+	readIBPort
+	readRank
+)
+
+// first reports whether f is met for the first time, and notes it.
+func (s *readFields) first(f readFields) bool {
+	if *s&f != 0 {
+		return false
+	}
+	*s |= f
+	return true
 }
 
 // maxEntitiesPerInput bounds entities: GPU, IB port, rank, node and job.

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap/otlpmaptest"
 )
 
 func TestWhereEntities(t *testing.T) {
@@ -72,4 +73,55 @@ func TestWhereRankFollowsTheContract(t *testing.T) {
 	w = where{}
 	w.read(job)
 	assert.Empty(t, w.job, "a job id must be a string")
+}
+
+// A map naming a key twice is read by its first entry, as Map.Get, the
+// provenance processor and internal/steprecord read it; a later map (the
+// record's own) still overrides an earlier one (its resource's).
+func TestWhereReadsAKeysFirstEntry(t *testing.T) {
+	m := otlpmaptest.Map(func(m pcommon.Map) {
+		m.PutStr("host.name", "own")
+		m.PutStr("gpu.uuid", "GPU-own")
+		m.PutStr("training.job.id", "job")
+		m.PutInt("training.rank", 3)
+		m.PutStr("ib.device", "mlx5_0")
+		m.PutInt("ib.port", 1)
+		for _, k := range []string{"host.name", "gpu.uuid", "training.job.id", "ib.device"} {
+			m.PutStr(otlpmaptest.Repeat(k), "victim")
+		}
+		m.PutInt(otlpmaptest.Repeat("training.rank"), 9)
+		m.PutInt(otlpmaptest.Repeat("ib.port"), 2)
+	})
+	var w where
+	w.read(m)
+	for k, got := range map[string]string{"host.name": w.host, "gpu.uuid": w.gpu, "training.job.id": w.job, "ib.device": w.ibDevice, "ib.port": w.ibPort} {
+		first, _ := m.Get(k)
+		assert.Equal(t, first.AsString(), got, k)
+	}
+	assert.Equal(t, int64(3), w.rank)
+
+	// A first entry of the wrong type is the value too: no rank.
+	m = otlpmaptest.Map(func(m pcommon.Map) {
+		m.PutStr("training.rank", "three")
+		m.PutInt(otlpmaptest.Repeat("training.rank"), 9)
+	})
+	w = where{rank: 1, rankKnown: true}
+	w.read(m)
+	assert.Equal(t, int64(1), w.rank, "the earlier map's rank stays")
+
+	span := pcommon.NewMap()
+	span.PutStr("host.name", "span-host")
+	w.read(span)
+	assert.Equal(t, "span-host", w.host, "a later map overrides")
+}
+
+// A data point's signal names and source key read each key once, by its
+// first entry.
+func TestSignalNamesReadAKeysFirstEntry(t *testing.T) {
+	m := otlpmaptest.Map(func(m pcommon.Map) {
+		m.PutStr("gpu.ecc.type", "sbe")
+		m.PutStr(otlpmaptest.Repeat("gpu.ecc.type"), "dbe_volatile")
+	})
+	assert.Equal(t, []string{"gpu.ecc.errors", "gpu.ecc.errors{gpu.ecc.type=sbe}"}, signalNames("gpu.ecc.errors", m))
+	assert.Equal(t, "gpu.ecc.type=sbe", mapKey(m))
 }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap"
 )
 
 // observeMetrics maps data points onto signals: "name" and "name{k=v}" for
@@ -138,23 +139,22 @@ func (c *correlator) histogramPoints(name string, h pmetric.Histogram, res where
 	}
 }
 
-// signalNames returns name and name{k=v} for each attribute.
+// signalNames returns name and name{k=v} for each attribute (each key's
+// first entry, as every reader reads a map: otlpmap.Unique).
 func signalNames(name string, attrs pcommon.Map) []string {
 	out := []string{name}
-	attrs.Range(func(k string, v pcommon.Value) bool {
+	for k, v := range otlpmap.Unique(attrs) {
 		out = append(out, name+"{"+k+"="+v.AsString()+"}")
-		return true
-	})
+	}
 	return out
 }
 
 // mapKey is a stable text form of attrs, to tell sources apart.
 func mapKey(attrs pcommon.Map) string {
 	parts := make([]string, 0, attrs.Len())
-	attrs.Range(func(k string, v pcommon.Value) bool {
+	for k, v := range otlpmap.Unique(attrs) {
 		parts = append(parts, k+"="+v.AsString())
-		return true
-	})
+	}
 	sort.Strings(parts)
 	return strings.Join(parts, "\x01")
 }

@@ -79,8 +79,8 @@ func (a *Attrs) Read(m pcommon.Map, fromSpan bool) {
 // Take reads one attribute into a: from a resource (fromSpan false) only
 // who the rank is (Field.OnResource). It reports whether k is the record's,
 // so that a caller's own loop over a map can look at the other keys. Read
-// each map into an Attrs of its own (a key appears once in a map), then
-// Inherit the resource's.
+// each map into an Attrs of its own, then Inherit the resource's: within
+// one Attrs the first value of a field is kept (put).
 func (a *Attrs) Take(k string, v pcommon.Value, fromSpan bool) bool {
 	f := FieldOf(k)
 	if f == FieldNone {
@@ -92,8 +92,15 @@ func (a *Attrs) Take(k string, v pcommon.Value, fromSpan bool) bool {
 	return true
 }
 
-// put stores v in f's field, or notes that f came with the wrong type.
+// put stores v in f's field, or notes that f came with the wrong type. A
+// field read already keeps its value: a key's first entry in a map is its
+// value, the one pcommon.Map.Get returns and the provenance processor
+// judged (a map that names a key twice never passes an agent's OTLP edge;
+// one from elsewhere is read the same way by every reader, issue 29).
 func (a *Attrs) put(f Field, v pcommon.Value) {
+	if (a.found | a.wrong).Has(f) {
+		return
+	}
 	if a.set(f, v) {
 		a.found |= f.bit()
 	} else {

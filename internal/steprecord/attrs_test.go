@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap/otlpmaptest"
 )
 
 // A record as docs/training-scripts.md describes it: identity on the
@@ -144,4 +146,50 @@ func TestFieldOf(t *testing.T) {
 	assert.False(t, FieldPhaseForward.OnResource())
 	assert.True(t, FieldHealthECCSBE.Measured())
 	assert.False(t, FieldCollectivesMaxName.Measured())
+}
+
+// A key named twice in one map is read by its first entry, the one
+// pcommon.Map.Get returns (and the provenance processor judged), for
+// every field Attrs keeps, through Read and through Take; a first entry
+// of the wrong type is the value too.
+func TestReadsAKeysFirstEntry(t *testing.T) {
+	span, res := contractRecord()
+	twice := func(m pcommon.Map) pcommon.Map {
+		return otlpmaptest.Map(func(out pcommon.Map) {
+			m.CopyTo(out)
+			for k, v := range m.All() {
+				if FieldOf(k) == FieldNone {
+					continue
+				}
+				switch v.Type() {
+				case pcommon.ValueTypeStr:
+					out.PutStr(otlpmaptest.Repeat(k), "victim-"+v.Str())
+				default:
+					out.PutInt(otlpmaptest.Repeat(k), 424242)
+				}
+			}
+		})
+	}
+	span2, res2 := twice(span), twice(res)
+	require.Greater(t, span2.Len(), span.Len())
+	got := Read(span2, res2)
+	want := Read(span, res)
+	assert.Equal(t, want, got, "the repeats change nothing")
+
+	var taken Attrs
+	for k, v := range span2.All() {
+		taken.Take(k, v, true)
+	}
+	var spanOnly Attrs
+	spanOnly.Read(span, true)
+	assert.Equal(t, spanOnly, taken)
+
+	wrongFirst := otlpmaptest.Map(func(m pcommon.Map) {
+		m.PutStr("training.rank", "three")
+		m.PutInt(otlpmaptest.Repeat("training.rank"), 3)
+	})
+	var a Attrs
+	a.Read(wrongFirst, true)
+	assert.False(t, a.Has(FieldRank))
+	assert.True(t, a.Wrong().Has(FieldRank))
 }

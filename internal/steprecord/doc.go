@@ -17,6 +17,11 @@
 //     value is used when it has the contract's type, else the resource's.
 //     What the step measured (phases, collectives, health, loss) is read
 //     from the span only.
+//   - A key named twice in one map (OTLP allows it, pdata keeps both) is
+//     read by its first entry, the one pcommon.Map.Get returns and the
+//     agent's provenance processor judges; the agent refuses such maps
+//     from OTLP senders (internal/otlpmap), so this only decides how a map
+//     from elsewhere is read, and every reader reads it alike.
 //
 // Readers:
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostname"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/provenanceprocessor/internal/metadata"
 )
 
@@ -33,6 +34,8 @@ type provenance struct {
 	byReason [numReasons]metric.AddOption
 	// warned: the first rejection of each reason is logged, once.
 	warned [numReasons]atomic.Bool
+	// canonWarned: the same for the canonical-form check (canonical.go).
+	canonWarned canonicalWarned
 }
 
 func newProvenance(cfg *Config, set processor.Settings) (*provenance, error) {
@@ -80,6 +83,9 @@ type tracesProcessor struct {
 }
 
 func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if goOn, err := p.canonical(ctx, otlpmap.FilterTraces(td), td.SpanCount()); !goOn {
+		return err
+	}
 	w := p.walker()
 	w.traces(td)
 	w.counts[reasonFault] += fault.StripForgedTraces(td)
@@ -93,6 +99,9 @@ type logsProcessor struct {
 }
 
 func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	if goOn, err := p.canonical(ctx, otlpmap.FilterLogs(ld), ld.LogRecordCount()); !goOn {
+		return err
+	}
 	w := p.walker()
 	w.logs(ld)
 	w.counts[reasonFault] += fault.StripForged(ld)
@@ -106,6 +115,9 @@ type metricsProcessor struct {
 }
 
 func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if goOn, err := p.canonical(ctx, otlpmap.FilterMetrics(md), md.DataPointCount()); !goOn {
+		return err
+	}
 	w := p.walker()
 	w.metrics(md)
 	w.counts[reasonFault] += fault.StripForgedMetrics(md)

@@ -157,7 +157,9 @@ func (w *walker) judge(k string, v pcommon.Value, isResource bool) (reason, bool
 	case semconv.AttrEventName:
 		return reasonHardware, v.Type() == pcommon.ValueTypeStr && semconv.HardwareSignal(v.Str())
 	}
-	return reasonHardware, semconv.HardwareSignal(k)
+	// A name Prometheus would store as a hardware signal's or as
+	// host.name's (gpu_ecc_errors, host_name) is renamed as one.
+	return reasonHardware, semconv.HardwareSignal(k) || semconv.PrometheusAlias(k)
 }
 
 // knownIndex: an index of one of the node's GPUs, 0 to GPUCount()-1, as an
@@ -194,7 +196,7 @@ func (w *walker) knownIndex(v pcommon.Value) bool {
 // name renames a metric name or a log record's event name that is a
 // hardware signal; it returns the name to keep.
 func (w *walker) name(n string) (string, bool) {
-	if !semconv.HardwareSignal(n) {
+	if !semconv.HardwareSignal(n) && !semconv.PrometheusAlias(n) {
 		return n, false
 	}
 	w.reject(reasonHardware, n)

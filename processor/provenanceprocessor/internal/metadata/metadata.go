@@ -36,17 +36,24 @@ const (
 	ReasonGPU            = "gpu"
 	ReasonHardwareSignal = "hardware_signal"
 	ReasonFaultAttribute = "fault_attribute"
+	// ReasonRepeatedKey counts records refused because a map of theirs
+	// (or their scope's or resource's) names a key twice.
+	ReasonRepeatedKey = "repeated_key"
+	// ReasonTooDeep counts records refused because a value of theirs nests
+	// deeper than the check follows (internal/otlpmap.MaxDepth).
+	ReasonTooDeep = "too_deep"
 )
 
 // TelemetryBuilder holds the instruments of the processor's own telemetry.
 type TelemetryBuilder struct {
-	// RejectedClaims counts the claims renamed under forged. (reason).
+	// RejectedClaims counts the claims renamed under forged. and the
+	// records refused as not canonical (reason).
 	RejectedClaims metric.Int64Counter
 }
 
 var rejectedClaims = telemetry.Instrument{
 	Name:        "otelcol_processor_provenance_rejected_claims",
-	Description: "Claims of OTLP senders renamed under forged. because only the agent's own receivers may make them (reason).",
+	Description: "Claims of OTLP senders renamed under forged. because only the agent's own receivers may make them, and records refused because a map of theirs repeats a key or nests too deep (reason).",
 	Unit:        "{claim}",
 	Stability:   component.StabilityLevelDevelopment,
 }
