@@ -141,6 +141,7 @@ func printBreaker(p *printer, b consoleclient.Breaker) {
 		budget = strconv.Itoa(b.Budget)
 	}
 	fmt.Fprintf(p.w, "state: %s\nquarantines: %d of %s within %s\n", b.State, b.Used, budget, b.Window)
+	printQuarantineCap(p, b.QuarantineCap)
 	if len(b.History) == 0 {
 		return
 	}

@@ -54,6 +54,10 @@ type Config struct {
 	// the platform's own marks, so it holds across restarts, replicas and
 	// breaker windows. Default 0.1.
 	MaxQuarantinedFraction float64 `mapstructure:"max_quarantined_fraction"`
+	// QuarantineCapTripsBreaker trips the platform's breaker when
+	// max_quarantined_fraction refuses a fault, so that quarantining stops
+	// and a human decides (README.md, "Safety rails"). Default true.
+	QuarantineCapTripsBreaker bool `mapstructure:"quarantine_cap_trips_breaker"`
 	// Decisions is the durable decision log shared by the replicas (Kafka);
 	// no brokers: off. README.md, "Replicas and the decision log".
 	Decisions DecisionsConfig `mapstructure:"decisions"`

@@ -88,6 +88,7 @@ func (c *consoleController) Breaker(ctx context.Context) (console.Breaker, error
 		e := c.e
 		out.History = slices.Clone(e.breakerHistory)
 		out.Tripped = e.breakerKnownTripped
+		out.QuarantineCap = e.capView()
 		if e.cfg.DryRun || e.platform == nil {
 			return nil
 		}
@@ -160,6 +161,7 @@ func (c *consoleController) ResetBreaker(ctx context.Context, op console.Operato
 			e.breakerWatch.stop()
 			e.breakerWatch = nil
 		}
+		e.capRoomMaybe() // faults waiting behind the quarantine cap may act
 		return nil
 	})
 }

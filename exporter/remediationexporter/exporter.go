@@ -85,6 +85,8 @@ type remediationExporter struct {
 	// (bounded), breakerKnownTripped its state as last read.
 	breakerHistory      []console.BreakerEvent
 	breakerKnownTripped bool
+	// capq: the quarantined-share cap's refusals waiting (quarantinecap.go).
+	capq capState
 	// recentFaults: the fault ids recorded to the console, for
 	// acknowledgements of records the state keeps nothing of (the newest
 	// maxRecentFaults).
@@ -244,6 +246,7 @@ func (e *remediationExporter) Shutdown(ctx context.Context) error {
 		e.breakerWatch.stop()
 		e.breakerWatch = nil
 	}
+	e.stopCapWatch()
 	if e.audit != nil {
 		err = errors.Join(err, e.audit.Close())
 	}

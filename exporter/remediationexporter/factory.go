@@ -41,8 +41,9 @@ func createDefaultConfig() component.Config {
 		Kubernetes:         KubernetesConfig{Config: k8s.NewDefaultConfig(), LeaseEnabled: true},
 		Slurm:              SlurmConfig{Config: slurm.NewDefaultConfig()},
 
-		MaxQuarantinedFraction: 0.1,
-		Decisions:              defaultDecisionsConfig(),
+		MaxQuarantinedFraction:    0.1,
+		QuarantineCapTripsBreaker: true,
+		Decisions:                 defaultDecisionsConfig(),
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
@@ -22,7 +21,9 @@ import (
 // It returns the outcome for the webhook payload (acted, dry_run, skipped,
 // failed, or "" when there was nothing to do), why, and the actions.
 // Callers hold e.mu.
-func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d policy.Decision, node string) (string, string, []string, error) {
+func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d policy.Decision, node string) (outcome, why string, actions []string, err error) {
+	var refusedBy string // the rail that refused it, if one did
+	defer func() { e.capDecided(r.ID, outcome, refusedBy) }()
 	want := policy.ForPlatform(d.NodeActions, e.platformName())
 	if len(want) == 0 {
 		return "", "", nil, nil
@@ -39,6 +40,7 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 	}
 	// refuse is skip by a rail: audited the same, counted by its rail.
 	refuse := func(rail, reason string) (string, string, []string, error) {
+		refusedBy = rail
 		e.countDecision(ctx, actionQuarantine, outcomeRefused, rail)
 		return skip(reason)
 	}
@@ -90,8 +92,8 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 		return refuse(railOf(elig.Skip), skipReason(elig.Skip, elig.Detail))
 	}
 	if reason := e.overQuarantineCap(elig); reason != "" {
-		// Not final: the fault is tried again once a quarantine is released.
-		return refuse(railQuarantineCap, reason)
+		// Not final: the fault waits until the cap has room (quarantinecap.go).
+		return e.refuseByQuarantineCap(ctx, r, d, node, reason, refuse)
 	}
 
 	// The breaker is consulted before every quarantine; once tripped it
@@ -126,7 +128,7 @@ func (e *remediationExporter) quarantine(ctx context.Context, r fault.Record, d 
 		return audit.DecisionFailed, reason, entry.Actions, fmt.Errorf("remediationexporter: fault %s: %w", r.ID, err)
 	}
 	if tripped {
-		outcome, reason, actions, _ := refuse(railBreaker, "circuit breaker tripped: quarantining stopped until a human resets it")
+		outcome, reason, actions, _ := refuse(railBreaker, reasonBreakerTripped)
 		return outcome, reason, actions, e.alertBreaker(ctx, r, node)
 	}
 
@@ -163,28 +165,6 @@ func skipReason(outcome actuator.Outcome, detail string) string {
 		return string(outcome)
 	}
 	return string(outcome) + ": " + detail
-}
-
-// overQuarantineCap says why quarantining one more node would put more
-// than max_quarantined_fraction of the GPU nodes in quarantine by us; ""
-// when it would not. A node already ours adds nothing.
-func (e *remediationExporter) overQuarantineCap(elig actuator.Eligibility) string {
-	if elig.Ours {
-		return ""
-	}
-	limit := quarantineCap(e.cfg.MaxQuarantinedFraction, elig.GPUNodes)
-	if elig.Quarantined+1 <= limit {
-		return ""
-	}
-	return fmt.Sprintf("quarantine cap: %d of %d GPU nodes already quarantined by this exporter (max_quarantined_fraction %v allows %d)",
-		elig.Quarantined, elig.GPUNodes, e.cfg.MaxQuarantinedFraction, limit)
-}
-
-// quarantineCap is floor(fraction × gpuNodes), at least one node, as the
-// breakers count their budget. The epsilon keeps 0.29 × 100 from flooring
-// to 28.
-func quarantineCap(fraction float64, gpuNodes int) int {
-	return max(1, int(math.Floor(fraction*float64(gpuNodes)+1e-9)))
 }
 
 // retry calls op up to max_attempts times with exponential backoff.

@@ -145,8 +145,8 @@ func TestQuarantineSkipRefundsTheBreaker(t *testing.T) {
 // The cap on the share of GPU nodes quarantined at once holds over many
 // breaker windows: the breaker admits every fault, the cap does not.
 func TestQuarantinedShareCapHoldsOverWindows(t *testing.T) {
-	h := newHarness(t)
-	h.platform.gpuNodes = 20 // max_quarantined_fraction 0.1 (default): 2
+	h := newHarness(t, withoutCapTrip) // the trip: quarantinecap_test.go
+	h.platform.gpuNodes = 20           // max_quarantined_fraction 0.1 (default): 2
 	for i := range 20 {
 		// A new breaker window per fault.
 		require.NoError(t, h.platform.breaker.Reset(context.Background()))

@@ -123,6 +123,7 @@ func testShareCap(t *testing.T, cp *controlPlane) {
 	_, url := newSignedHook(t)
 	cfg := cp.kubeConfig(t, url, pool, 0.1)
 	cfg.MaxQuarantinedFraction = 0.1
+	cfg.QuarantineCapTripsBreaker = false // the trip: quarantinecap_envtest_test.go
 	cfg.Kubernetes.Breaker.Window = window
 	exp := startLeader(t, cfg)
 	var names []string
@@ -150,6 +151,7 @@ func testShareCap(t *testing.T, cp *controlPlane) {
 	// Another replica, with its own audit file and lease, counts the marks.
 	cfg2 := cp.kubeConfig(t, url, pool, 1)
 	cfg2.MaxQuarantinedFraction = 0.1
+	cfg2.QuarantineCapTripsBreaker = false
 	cfg2.Kubernetes.Lease.Name = "leader-cap-2"
 	exp2 := startLeader(t, cfg2)
 	consumeRecords(t, exp2, faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "cap019", fault.StateOpen))

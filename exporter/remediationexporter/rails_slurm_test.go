@@ -84,6 +84,7 @@ func TestSlurmRailsQuarantinedShareCap(t *testing.T) {
 	cfg.Slurm.Breaker.MaxShare = 0.2 // four per window
 	cfg.Slurm.Breaker.Window = time.Second
 	cfg.MaxQuarantinedFraction = 0.1
+	cfg.QuarantineCapTripsBreaker = false // the trip: quarantinecap_slurm_test.go
 	exp := startFromFactory(t, cfg)
 
 	for round := range 5 {
@@ -111,6 +112,7 @@ func TestSlurmRailsQuarantinedShareCap(t *testing.T) {
 	// the drains in Slurm.
 	cfg2 := slurmActingConfig(t, c, url)
 	cfg2.MaxQuarantinedFraction = 0.1
+	cfg2.QuarantineCapTripsBreaker = false
 	exp2 := startFromFactory(t, cfg2)
 	consumeSlurm(t, exp2, faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "gpu-node20", fault.StateOpen))
 	assert.Len(t, c.DrainReasons(), 2)

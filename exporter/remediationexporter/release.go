@@ -17,6 +17,7 @@ import (
 // a return to service once every fault on the node is resolved. Callers
 // hold e.mu.
 func (e *remediationExporter) resolve(ctx context.Context, r fault.Record) error {
+	e.capForget(r.ID) // no longer waits behind the quarantine cap
 	res := e.state.Resolve(r.ID, nodeOf(r), e.clock.Now())
 	if res.Skip != "" {
 		e.record(withDecision(entryFor(r, stepRecord), audit.DecisionSkipped, res.Skip))
@@ -144,6 +145,7 @@ func (e *remediationExporter) releaseNode(ctx context.Context, rel lifecycle.Rel
 		e.record(withDecision(entry, audit.DecisionActed, res.Detail))
 		e.state.Released(name, e.clock.Now())
 		e.countDecision(ctx, actionRelease, outcomeActed, "")
+		e.capRoomMaybe() // a fault waiting behind the quarantine cap may act
 		return true, string(res.Outcome) + ": " + res.Detail, nil
 	default: // not ours any more (a human took over): forget it, touch nothing
 		detail = string(res.Outcome) + ": " + res.Detail

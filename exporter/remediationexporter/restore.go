@@ -81,4 +81,5 @@ func (e *remediationExporter) restore(entry audit.Entry) {
 	if entry.State == string(fault.StateResolved) && entry.FaultID != "" {
 		e.state.RestoreResolved(entry.FaultID, entry.Node, entry.Time)
 	}
+	e.restoreCapWaiting(entry)
 }

@@ -138,6 +138,7 @@ func (e *remediationExporter) pollBreaker(w *releaseTimer) {
 		return
 	}
 	e.breakerAlerted = false // a human reset it: the next trip pages again
+	e.capRoomMaybe()
 }
 
 // recordQuarantined records how many nodes the exporter holds, after a
@@ -145,6 +146,7 @@ func (e *remediationExporter) pollBreaker(w *releaseTimer) {
 func (e *remediationExporter) recordQuarantined() {
 	e.telemetry.RemediationQuarantinedNodes.Record(context.Background(), int64(e.state.QuarantinedNodes()),
 		metric.WithAttributeSet(attribute.NewSet(attribute.String(metadata.TelemetryAttrPlatform, e.platformName()))))
+	e.recordCapWaiting()
 }
 
 // Outcomes shared with the audit, named here so the counting sites read

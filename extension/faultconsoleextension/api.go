@@ -391,7 +391,8 @@ func wireBreaker(b console.Breaker) *consoleclient.Breaker {
 	out := &consoleclient.Breaker{
 		State: "closed", Tripped: b.Tripped, Used: b.Used, Budget: b.Budget,
 		Window: b.Window.String(), WindowSeconds: b.Window.Seconds(),
-		History: make([]consoleclient.BreakerEvent, 0, len(b.History)),
+		History:       make([]consoleclient.BreakerEvent, 0, len(b.History)),
+		QuarantineCap: wireQuarantineCap(b.QuarantineCap),
 	}
 	if b.Tripped {
 		out.State = "tripped"

@@ -139,6 +139,9 @@ type Breaker struct {
 	Budget  int
 	Window  time.Duration
 	History []BreakerEvent
+	// QuarantineCap is the quarantined-share cap's state (nil: not known,
+	// as in a dry run): the console shows a banner while faults wait.
+	QuarantineCap *QuarantineCap
 }
 
 // BreakerEvent is one change of the breaker: "tripped" or "reset".

@@ -134,6 +134,8 @@ type Breaker struct {
 	Window        string         `json:"window"`
 	WindowSeconds float64        `json:"window_seconds"`
 	History       []BreakerEvent `json:"history"`
+	// QuarantineCap is the quarantined-share cap (absent in a dry run).
+	QuarantineCap *QuarantineCap `json:"quarantine_cap,omitempty"`
 }
 
 // Reset answers POST /api/v1/breaker/reset: the breaker as read after the

@@ -143,6 +143,12 @@ type Breaker interface {
 	Refund(ctx context.Context, node string, admittedAt time.Time) error
 	// Tripped reports whether the breaker is tripped.
 	Tripped(ctx context.Context) (bool, error)
+	// Trip trips a closed breaker at now for a reason other than its own
+	// budget (the exporter's quarantined-share cap refused a fault and an
+	// operator must decide); detail says why and is what State reports.
+	// tripped is false when the breaker was tripped already: the first
+	// trip's time and detail stay.
+	Trip(ctx context.Context, now time.Time, detail string) (tripped bool, err error)
 	// Reset clears the tripped flag and the window (a human's action).
 	Reset(ctx context.Context) error
 	// State reads the breaker at now and changes nothing: for the fault

@@ -29,6 +29,9 @@ type breakerState struct {
 	TrippedAt *time.Time           `json:"tripped_at,omitempty"`
 	// TrippedBy is the node whose admission would have exceeded the budget.
 	TrippedBy string `json:"tripped_by,omitempty"`
+	// Reason is why a trip not of the budget's own happened (Trip: the
+	// quarantined-share cap refused a fault).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Breaker is the actuator.Breaker kept in a ConfigMap. Every change is a
@@ -91,6 +94,23 @@ func (b *Breaker) Refund(ctx context.Context, node string, admittedAt time.Time)
 	})
 }
 
+// Trip implements actuator.Breaker: the flag, the time and the reason
+// written with the resourceVersion read, as Admit writes its trip; the
+// window stays as it is.
+func (b *Breaker) Trip(ctx context.Context, now time.Time, detail string) (bool, error) {
+	var tripped bool
+	err := b.update(ctx, func(st *breakerState) (bool, error) {
+		if st.Tripped {
+			tripped = false
+			return false, nil
+		}
+		tripped = true
+		st.Tripped, st.TrippedAt, st.TrippedBy, st.Reason = true, &now, "", detail
+		return true, nil
+	})
+	return tripped, err
+}
+
 // Tripped implements actuator.Breaker.
 func (b *Breaker) Tripped(ctx context.Context) (bool, error) {
 	_, st, err := b.read(ctx)
@@ -121,7 +141,10 @@ func (b *Breaker) State(ctx context.Context, now time.Time) (actuator.BreakerSta
 		if st.TrippedAt != nil {
 			out.TrippedAt = *st.TrippedAt
 		}
-		if st.TrippedBy != "" {
+		switch {
+		case st.Reason != "":
+			out.Detail = st.Reason
+		case st.TrippedBy != "":
 			out.Detail = "admitting " + st.TrippedBy + " would have exceeded the budget"
 		}
 	}

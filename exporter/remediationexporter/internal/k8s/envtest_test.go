@@ -192,6 +192,7 @@ func TestEnvtest(t *testing.T) {
 	t.Run("CheckBeforeTheBreaker", func(t *testing.T) { testCheck(t, client) })
 	t.Run("NoGPUNeverQuarantined", func(t *testing.T) { testNoGPU(t, client) })
 	t.Run("BreakerRefund", func(t *testing.T) { testBreakerRefund(t, client) })
+	t.Run("BreakerTripByTheQuarantineCap", func(t *testing.T) { testBreakerTrip(t, cfg) })
 	t.Run("ReleaseOnlyWhatIsStillOurs", func(t *testing.T) { testReleaseOnlyWhatIsStillOurs(t, client) })
 }
 

@@ -27,8 +27,8 @@ const (
 	// TelemetryAttrPlatform is the platform's name (kubernetes, slurm).
 	TelemetryAttrPlatform = "platform"
 	// TelemetryAttrOperation is the platform call: check, quarantine,
-	// release, breaker_tripped, breaker_admit, breaker_refund, breaker_state,
-	// breaker_reset.
+	// release, breaker_tripped, breaker_admit, breaker_refund, breaker_trip,
+	// breaker_state, breaker_reset.
 	TelemetryAttrOperation = "operation"
 )
 
@@ -76,6 +76,10 @@ type TelemetryBuilder struct {
 	// RemediationQuarantinedNodes is the number of nodes quarantined by
 	// this exporter, after every decision.
 	RemediationQuarantinedNodes metric.Int64Gauge
+	// RemediationQuarantineCapRefusals and RemediationQuarantineCapWaiting:
+	// quarantinecap.go.
+	RemediationQuarantineCapRefusals metric.Int64Counter
+	RemediationQuarantineCapWaiting  metric.Int64Gauge
 }
 
 var (
@@ -124,6 +128,8 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		RemediationBreakerTripped:         b.Int64Gauge(breakerTripped),
 		RemediationBreakerTrips:           b.Int64Counter(breakerTrips),
 		RemediationQuarantinedNodes:       b.Int64Gauge(quarantinedNodes),
+		RemediationQuarantineCapRefusals:  b.Int64Counter(capRefusals),
+		RemediationQuarantineCapWaiting:   b.Int64Gauge(capWaiting),
 	}
 	// internal/telemetry has no histogram helper (it is shared; the fault
 	// correlator creates its histogram the same way): created here with

@@ -168,6 +168,23 @@ func (b *Breaker) Refund(_ context.Context, node string, admittedAt time.Time) e
 	return nil
 }
 
+// Trip implements actuator.Breaker: the flag, the time and detail in the
+// state file (or memory), as Admit stores its own trip; the reset time
+// stays, so the recount is unchanged.
+func (b *Breaker) Trip(_ context.Context, now time.Time, detail string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	state, err := b.load()
+	if err != nil || state.Tripped {
+		return false, err
+	}
+	if err := b.store(breakerState{Tripped: true, TrippedAt: now, ResetAt: state.ResetAt, Detail: detail}); err != nil {
+		return false, err
+	}
+	b.logger.Warn("Slurm drain breaker tripped", zap.String("detail", detail))
+	return true, nil
+}
+
 // Tripped implements actuator.Breaker.
 func (b *Breaker) Tripped(context.Context) (bool, error) {
 	b.mu.Lock()
