@@ -36,6 +36,9 @@ const (
 	ReasonGPU            = "gpu"
 	ReasonHardwareSignal = "hardware_signal"
 	ReasonFaultAttribute = "fault_attribute"
+	// ReasonNoCredential counts requests refused whole in the
+	// bind_to_auth mode: no authenticated node to bind them to.
+	ReasonNoCredential = "no_credential"
 )
 
 // TelemetryBuilder holds the instruments of the processor's own telemetry.
