@@ -184,7 +184,9 @@ func TestJudgeReview(t *testing.T) {
 	}
 	for want, st := range map[string]authenticationv1.TokenReviewStatus{
 		metadata.ReasonNotAuthenticated: {Authenticated: false, Error: "token has been invalidated"},
-		metadata.ReasonWrongAudience:    mutate(func(st *authenticationv1.TokenReviewStatus) { st.Audiences = []string{"https://kubernetes.default.svc"} }),
+		metadata.ReasonWrongAudience: mutate(func(st *authenticationv1.TokenReviewStatus) {
+			st.Audiences = []string{"https://kubernetes.default.svc"}
+		}),
 		metadata.ReasonWrongServiceAccount: mutate(func(st *authenticationv1.TokenReviewStatus) {
 			st.User.Username = "system:serviceaccount:training:default"
 		}),
