@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,17 +26,22 @@ import (
 const (
 	// smallClusterFragment is distributions/{agent,gateway}/small-cluster.yaml.
 	smallClusterFragment = "small-cluster.yaml"
-	// The small cluster's Secrets (values smallCluster.tlsSecret and
-	// smallCluster.tokenSecret), which the user creates.
-	centralTLSSecret   = "otelcol-gpu-central-tls"
-	centralTokenSecret = "otelcol-gpu-central-token"
+	// The small cluster's Secret (value smallCluster.tlsSecret), which the
+	// user creates. There is no token Secret: each agent presents its own
+	// pod's ServiceAccount token.
+	centralTLSSecret = "otelcol-gpu-central-tls"
+	// centralAudience is the agents' tokens' audience
+	// (smallCluster.agentToken.audience).
+	centralAudience = "otelcol-gpu-central"
 )
 
 // checkSmallCluster: without Kafka, the agent merges
 // distributions/agent/small-cluster.yaml and sends to Service
-// otelcol-gpu-central over TLS with a token; the gateway merges
-// distributions/gateway/small-cluster.yaml and serves that OTLP with its
-// certificate, accepting the same token.
+// otelcol-gpu-central over TLS with its own pod's projected ServiceAccount
+// token (no Secret shared by the agents); the gateway merges
+// distributions/gateway/small-cluster.yaml, serves that OTLP with its
+// certificate and checks those tokens with TokenReviews, which its
+// ServiceAccount may create.
 func checkSmallCluster(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, c corev1.Container, distribution string) {
 	t.Helper()
 	i := slices.Index(c.Args, "--config=/etc/otelcol-gpu/"+smallClusterFragment)
@@ -75,8 +81,34 @@ func checkSmallCluster(t *testing.T, objs []*unstructured.Unstructured, pod core
 		assert.Equal(t, "otelcol-gpu-central."+releaseNamespace+".svc:4317", envVar(c, "OTELCOL_GPU_CENTRAL_ENDPOINT").Value)
 		assert.EqualValues(t, 4317, svc.Spec.Ports[0].Port)
 		secretFile("OTELCOL_GPU_CENTRAL_CA_FILE", centralTLSSecret, "ca.crt")
-		secretFile("OTELCOL_GPU_CENTRAL_TOKEN_FILE", centralTokenSecret, "token")
 		assert.Nil(t, envVar(c, "OTELCOL_GPU_CENTRAL_TOKEN"), "the token from a file, not the pod spec")
+		// The token: this pod's own, projected for the central's audience,
+		// expiring (the kubelet renews it; the agent re-reads the file).
+		e := envVar(c, "OTELCOL_GPU_CENTRAL_TOKEN_FILE")
+		require.NotNil(t, e)
+		v, file := mountedVolume(t, pod, c, e.Value)
+		require.NotNil(t, v.Projected, "%s: the central token is not a projected volume", c.Name)
+		require.Len(t, v.Projected.Sources, 1)
+		sat := v.Projected.Sources[0].ServiceAccountToken
+		require.NotNil(t, sat, "%s: the central token is not a ServiceAccount token", c.Name)
+		assert.Equal(t, file, sat.Path)
+		assert.Equal(t, centralAudience, sat.Audience)
+		require.NotNil(t, sat.ExpirationSeconds)
+		assert.EqualValues(t, 3600, *sat.ExpirationSeconds)
+		m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == v.Name })
+		assert.Empty(t, c.VolumeMounts[m].SubPath, "a subPath mount never sees the kubelet's renewal")
+		// No Secret on the agent but the central's CA: nothing one node
+		// holds lets it speak for another.
+		for _, vol := range pod.Volumes {
+			if vol.Secret != nil {
+				assert.Equal(t, centralTLSSecret, vol.Secret.SecretName, "%s: Secret volume %s mounted on every node", c.Name, vol.Name)
+			}
+			if vol.Projected != nil {
+				for _, src := range vol.Projected.Sources {
+					assert.Nil(t, src.Secret, "%s: a Secret projected into volume %s on every node", c.Name, vol.Name)
+				}
+			}
+		}
 	} else {
 		// The Service reaches the gateway's OTLP listener (the fragment's
 		// default address, 0.0.0.0:4317).
@@ -87,9 +119,20 @@ func checkSmallCluster(t *testing.T, objs []*unstructured.Unstructured, pod core
 		assert.Nil(t, envVar(c, "OTELCOL_GPU_CENTRAL_LISTEN"), "the fragment's default listen address, 0.0.0.0:4317")
 		secretFile("OTELCOL_GPU_CENTRAL_TLS_CERT_FILE", centralTLSSecret, "tls.crt")
 		secretFile("OTELCOL_GPU_CENTRAL_TLS_KEY_FILE", centralTLSSecret, "tls.key")
-		secretFile("OTELCOL_GPU_AGENT_TOKENS_FILE", centralTokenSecret, "token")
+		assert.Nil(t, envVar(c, "OTELCOL_GPU_AGENT_TOKENS_FILE"), "no tokens file: the agents' ServiceAccount tokens")
+		assert.Equal(t, releaseNamespace+"/otelcol-gpu-agent", envVar(c, "OTELCOL_GPU_AGENT_SERVICE_ACCOUNT").Value)
+		assert.Equal(t, centralAudience, envVar(c, "OTELCOL_GPU_AGENT_TOKEN_AUDIENCE").Value)
+		// The DaemonSet's pods run as that ServiceAccount.
+		ds := typed[appsv1.DaemonSet](t, objs, "DaemonSet", "otelcol-gpu-agent")
+		assert.Equal(t, "otelcol-gpu-agent", ds.Spec.Template.Spec.ServiceAccountName)
+		// The gateway may create TokenReviews, and nothing more through
+		// this binding.
+		crb := typed[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "otelcol-gpu-central-tokenreview")
+		assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sts.Spec.Template.Spec.ServiceAccountName, Namespace: releaseNamespace}}, crb.Subjects)
+		role := typed[rbacv1.ClusterRole](t, objs, "ClusterRole", crb.RoleRef.Name)
+		assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}, role.Rules)
 	}
-	checkSecretsResolvable(t, objs, pod, append(externalSecrets(t), centralTLSSecret, centralTokenSecret))
+	checkSecretsResolvable(t, objs, pod, append(externalSecrets(t), centralTLSSecret))
 }
 
 // checkMonitoring: the production values add a ServiceMonitor per

@@ -17,6 +17,10 @@ type Config struct {
 	// and gpu.index claims are checked against. Unset: no GPU claim is
 	// accepted.
 	NodeState *component.ID `mapstructure:"nodestate"`
+	// BindToAuth takes the node from each request's authentication (the
+	// nodeauth extension's node, client.Info's Auth) instead of host_name:
+	// the central of the small-cluster mode (bind.go, README.md).
+	BindToAuth bool `mapstructure:"bind_to_auth"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -31,5 +35,5 @@ func (c *Config) Validate() error {
 	if len(c.HostName) > 253 {
 		return fmt.Errorf("host_name: %d characters, at most 253", len(c.HostName))
 	}
-	return nil
+	return c.validateBind()
 }

@@ -44,6 +44,7 @@ func TestMetadataDocumentsEveryReason(t *testing.T) {
 	doc := md.Telemetry.Metrics["processor_provenance_rejected_claims"].Extended
 	var all []string
 	all = append(all, reasonNames[:]...)
+	all = append(all, metadata.ReasonNoCredential)
 	for k, name := range canonicalReasonNames {
 		if otlpmap.Kind(k) == otlpmap.Canonical {
 			assert.Empty(t, name, "nothing is counted for a canonical map")

@@ -17,7 +17,6 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/hostname"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/provenanceprocessor/internal/metadata"
 )
@@ -36,12 +35,14 @@ type provenance struct {
 	warned [numReasons]atomic.Bool
 	// canonWarned: the same for the canonical-form check (canonical.go).
 	canonWarned canonicalWarned
+	// warnedNoCredential: the same, for bind_to_auth's refusals (bind.go).
+	warnedNoCredential atomic.Bool
 }
 
 func newProvenance(cfg *Config, set processor.Settings) (*provenance, error) {
-	host, err := hostname.Resolve(cfg.HostName)
+	host, err := hostName(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("provenanceprocessor: host_name is empty and %w; set host_name", err)
+		return nil, err
 	}
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
@@ -56,6 +57,10 @@ func newProvenance(cfg *Config, set processor.Settings) (*provenance, error) {
 
 // Start finds the GPU inventory.
 func (p *provenance) Start(_ context.Context, host component.Host) error {
+	if p.cfg.BindToAuth {
+		p.startBound()
+		return nil
+	}
 	if p.cfg.NodeState == nil {
 		p.logger.Info("provenanceprocessor: no nodestate extension configured: every gpu.uuid and gpu.index an OTLP sender claims is renamed",
 			zap.String("host.name", p.host))
@@ -86,7 +91,10 @@ func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 	if goOn, err := p.canonical(ctx, otlpmap.FilterTraces(td), td.SpanCount()); !goOn {
 		return err
 	}
-	w := p.walker()
+	w, err := p.walker(ctx)
+	if err != nil {
+		return err
+	}
 	w.traces(td)
 	w.counts[reasonFault] += fault.StripForgedTraces(td)
 	p.record(ctx, &w)
@@ -102,7 +110,10 @@ func (p *logsProcessor) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	if goOn, err := p.canonical(ctx, otlpmap.FilterLogs(ld), ld.LogRecordCount()); !goOn {
 		return err
 	}
-	w := p.walker()
+	w, err := p.walker(ctx)
+	if err != nil {
+		return err
+	}
 	w.logs(ld)
 	w.counts[reasonFault] += fault.StripForged(ld)
 	p.record(ctx, &w)
@@ -118,15 +129,14 @@ func (p *metricsProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metric
 	if goOn, err := p.canonical(ctx, otlpmap.FilterMetrics(md), md.DataPointCount()); !goOn {
 		return err
 	}
-	w := p.walker()
+	w, err := p.walker(ctx)
+	if err != nil {
+		return err
+	}
 	w.metrics(md)
 	w.counts[reasonFault] += fault.StripForgedMetrics(md)
 	p.record(ctx, &w)
 	return p.next.ConsumeMetrics(ctx, md)
-}
-
-func (p *provenance) walker() walker {
-	return walker{host: p.host, inv: p.inv}
 }
 
 // record adds one batch's rejections to the counter and logs the first of
@@ -139,7 +149,7 @@ func (p *provenance) record(ctx context.Context, w *walker) {
 		p.tb.RejectedClaims.Add(ctx, int64(n), p.byReason[r])
 		if !p.warned[r].Swap(true) {
 			p.logger.Warn("provenanceprocessor: an OTLP sender made claims only this node's own receivers may make; renamed under forged. (logged once per reason, counted in otelcol_processor_provenance_rejected_claims)",
-				zap.String("reason", reasonNames[r]), zap.Int("claims", n), zap.String("host.name", p.host),
+				zap.String("reason", reasonNames[r]), zap.Int("claims", n), zap.String("host.name", w.host),
 				zap.String("example", w.example[r]))
 		}
 	}

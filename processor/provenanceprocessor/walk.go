@@ -49,6 +49,10 @@ type walker struct {
 	// GPUs many times, and each lookup takes the store's lock.
 	judged  [8]judgedGPU
 	nJudged int
+	// bind: bind_to_auth, host is the request's authenticated node; own:
+	// the resource being walked is that node's own (bind.go), whose
+	// claims other than host.name stand.
+	bind, own bool
 }
 
 type judgedGPU struct {
@@ -98,6 +102,9 @@ func clip(s string) string {
 
 // resource stamps the node's host name on a resource and checks the rest.
 func (w *walker) resource(res pcommon.Resource) {
+	if w.bind && w.ownResource(res) {
+		return
+	}
 	attrs := res.Attributes()
 	if v, ok := attrs.Get(semconv.AttrHostName); ok {
 		if v.Type() != pcommon.ValueTypeStr || v.Str() != w.host {
@@ -144,6 +151,9 @@ func (w *walker) attrs(m pcommon.Map, isResource bool) {
 
 // judge says whether key k with value v is a claim to rename, and why.
 func (w *walker) judge(k string, v pcommon.Value, isResource bool) (reason, bool) {
+	if w.own && k != semconv.AttrHostName {
+		return 0, false
+	}
 	switch k {
 	case semconv.AttrHostName:
 		if isResource {
@@ -196,7 +206,7 @@ func (w *walker) knownIndex(v pcommon.Value) bool {
 // name renames a metric name or a log record's event name that is a
 // hardware signal; it returns the name to keep.
 func (w *walker) name(n string) (string, bool) {
-	if !semconv.HardwareSignal(n) && !semconv.PrometheusAlias(n) {
+	if w.own || (!semconv.HardwareSignal(n) && !semconv.PrometheusAlias(n)) {
 		return n, false
 	}
 	w.reject(reasonHardware, n)

@@ -74,7 +74,7 @@ func TestSmallClusterWithoutKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	central := newSmallClusterCentral(t, gatewayBin, prom, pki, tokensFile, newLogSink(t))
+	central := newSmallClusterCentral(t, gatewayBin, prom.writeURL(), pki, tokensFile, newLogSink(t))
 	central.start(t)
 
 	pages := make([]*gpuPage, nodes)
@@ -141,7 +141,7 @@ func TestSmallClusterWithoutKafka(t *testing.T) {
 	}
 
 	t.Run("the central refuses what has no agent token", func(t *testing.T) {
-		refusedByCentral(t, central, pki, prom, tokens[0])
+		refusedByCentral(t, central, pki, prom, tokens[0], hosts[0])
 	})
 
 	// A DBE on node 1, GPU 0: a P1 fault, decided in dry run by the central.
@@ -199,20 +199,37 @@ func TestSmallClusterWithoutKafka(t *testing.T) {
 	}
 }
 
-// The central does not start without an agent token, nor without its TLS
-// certificate: an OTLP listener open to the network without either would
-// let anyone speak for every node, or carry the agents' tokens in clear.
+// The central does not start without the agents' tokens, with a tokens
+// file whose lines do not each name one node, nor without its TLS
+// certificate: an OTLP listener open to the network without these would
+// let anyone (or any token holder) speak for every node, or carry the
+// agents' tokens in clear.
 func TestSmallClusterCentralNeedsTokenAndCertificate(t *testing.T) {
 	gatewayBin := smallClusterGateway(t)
 	pki := newTestPKI(t, t.TempDir())
 	root := repoRoot(t)
+	tokens := func(lines string) string {
+		path := filepath.Join(t.TempDir(), "agent-tokens")
+		if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := tokens("0123456789abcdef0123456789abcdef node-a\n")
 	for _, c := range []struct {
 		name string
 		env  []string
 		want string
 	}{
-		{"no token", []string{"OTELCOL_GPU_AGENT_TOKENS_FILE=", "OTELCOL_GPU_AGENT_TOKEN="}, "bearertokenauth/agents"},
-		{"no certificate", []string{"OTELCOL_GPU_AGENT_TOKEN=t", "OTELCOL_GPU_CENTRAL_TLS_CERT_FILE=", "OTELCOL_GPU_CENTRAL_TLS_KEY_FILE="},
+		{"no token", []string{"OTELCOL_GPU_AGENT_TOKENS_FILE=", "OTELCOL_GPU_AGENT_SERVICE_ACCOUNT="},
+			"nodeauth/agents: set tokens_file"},
+		// One token for every node, as the tokens file once allowed: a line
+		// without its node is refused, naming the line.
+		{"a token without its node", []string{"OTELCOL_GPU_AGENT_TOKENS_FILE=" + tokens("# the agents\n0123456789abcdef0123456789abcdef\n")},
+			"line 2: a token without its node's name"},
+		{"a token for two nodes", []string{"OTELCOL_GPU_AGENT_TOKENS_FILE=" + tokens("0123456789abcdef0123456789abcdef node-a\n0123456789abcdef0123456789abcdef node-b\n")},
+			`line 2: the token of line 1 (node "node-a") again, for node "node-b"`},
+		{"no certificate", []string{"OTELCOL_GPU_AGENT_TOKENS_FILE=" + good, "OTELCOL_GPU_CENTRAL_TLS_CERT_FILE=", "OTELCOL_GPU_CENTRAL_TLS_KEY_FILE="},
 			"TLS configuration must include both certificate and key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -269,19 +286,21 @@ func TestSmallClusterAgentNeedsCentralAndToken(t *testing.T) {
 // small-cluster.yaml; start runs it (again) on the same state directory and
 // audit file.
 type smallClusterCentral struct {
-	bin, addr, health, audit string
-	env                      []string
-	proc                     *process
+	bin, addr, health, audit, telemetry string
+	env                                 []string
+	proc                                *process
 }
 
-func newSmallClusterCentral(t *testing.T, bin string, prom *prometheus, pki *testPKI, tokensFile, loki string) *smallClusterCentral {
-	c := &smallClusterCentral{bin: bin, addr: freeAddr(t), health: freeAddr(t), audit: filepath.Join(t.TempDir(), "audit.jsonl")}
+// newSmallClusterCentral: remoteWrite is Prometheus's remote-write URL,
+// tokensFile the agents' "<token> <node>" lines.
+func newSmallClusterCentral(t *testing.T, bin, remoteWrite string, pki *testPKI, tokensFile, loki string) *smallClusterCentral {
+	c := &smallClusterCentral{bin: bin, addr: freeAddr(t), health: freeAddr(t), audit: filepath.Join(t.TempDir(), "audit.jsonl"), telemetry: freeAddr(t)}
 	c.env = []string{
 		"OTELCOL_GPU_CENTRAL_LISTEN=" + c.addr,
 		"OTELCOL_GPU_CENTRAL_TLS_CERT_FILE=" + pki.serverCert,
 		"OTELCOL_GPU_CENTRAL_TLS_KEY_FILE=" + pki.serverKey,
 		"OTELCOL_GPU_AGENT_TOKENS_FILE=" + tokensFile,
-		"PROMETHEUS_REMOTE_WRITE_URL=" + prom.writeURL(),
+		"PROMETHEUS_REMOTE_WRITE_URL=" + remoteWrite,
 		"LOKI_OTLP_ENDPOINT=" + loki,
 		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
 		"REMEDIATION_DRY_RUN=true",
@@ -289,7 +308,7 @@ func newSmallClusterCentral(t *testing.T, bin string, prom *prometheus, pki *tes
 		"STRAGGLER_DECISION_WAIT=1500ms",
 		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
 		"OTELCOL_GPU_HEALTH_ENDPOINT=" + c.health,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
+		"OTELCOL_GPU_TELEMETRY_PORT=" + port(c.telemetry),
 	}
 	return c
 }
@@ -319,9 +338,10 @@ func smallClusterGateway(t *testing.T) string {
 // refusedByCentral sends a metric naming host "intruder" to the central's
 // listener without a token, with a token not in its file, and with a
 // listed token over plaintext: each is refused, and Prometheus never shows
-// the intruder. The same request with a listed token over TLS is accepted
-// (the control: the refusals are the token's, not the request's).
-func refusedByCentral(t *testing.T, c *smallClusterCentral, pki *testPKI, prom *prometheus, goodToken string) {
+// the intruder. The same request with node's token over TLS is accepted
+// (the control: the refusals are the token's, not the request's), and
+// bound to node: its claim "small-probe" is kept only as forged.host.name.
+func refusedByCentral(t *testing.T, c *smallClusterCentral, pki *testPKI, prom *prometheus, goodToken, node string) {
 	send := func(host, token string, tlsOn bool) error {
 		creds := insecure.NewCredentials()
 		if tlsOn {
@@ -375,8 +395,8 @@ func refusedByCentral(t *testing.T, c *smallClusterCentral, pki *testPKI, prom *
 				return fmt.Errorf("a refused request reached Prometheus: %v", s.Labels)
 			}
 		}
-		if len(res) != 1 || res[0].Labels["host_name"] != "small-probe" {
-			return fmt.Errorf("probe series %v, want small-probe's alone", res)
+		if len(res) != 1 || res[0].Labels["host_name"] != node || res[0].Labels["forged_host_name"] != "small-probe" {
+			return fmt.Errorf("probe series %v, want %s's alone, its claim small-probe under forged_host_name", res, node)
 		}
 		return nil
 	}, c.proc, prom.proc)
@@ -556,13 +576,23 @@ func TestSmallClusterDetection(t *testing.T) {
 
 	cluster := newDetectionCluster(t)
 
-	token := fmt.Sprintf("agents-%x", time.Now().UnixNano())
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+	// One token per node, each in its node's own file.
+	tokenFiles := map[string]string{}
+	var lines strings.Builder
+	for _, n := range cluster.Nodes() {
+		token := fmt.Sprintf("token-of-%s-%x", n.Host, time.Now().UnixNano())
+		fmt.Fprintf(&lines, "%s %s\n", token, n.Host)
+		tokenFiles[n.Host] = filepath.Join(t.TempDir(), "central-token")
+		if err := os.WriteFile(tokenFiles[n.Host], []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokensFile := filepath.Join(t.TempDir(), "agent-tokens")
+	if err := os.WriteFile(tokensFile, []byte(lines.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	loki := newFaultSink(t)
-	central := newSmallClusterCentral(t, gatewayBin, prom, pki, tokenFile, loki.url)
+	central := newSmallClusterCentral(t, gatewayBin, prom.writeURL(), pki, tokensFile, loki.url)
 	central.start(t)
 	all := []*process{prom.proc, central.proc}
 
@@ -573,7 +603,7 @@ func TestSmallClusterDetection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env = append(env, centralEnv(central, pki, tokenFile)...)
+		env = append(env, centralEnv(central, pki, tokenFiles[n.Host])...)
 		agent := startProcess(t, "agent-"+n.Host, env, agentBin,
 			"--config", filepath.Join(root, "distributions", "agent", "config.yaml"),
 			"--config", filepath.Join(root, "distributions", "agent", "small-cluster.yaml"))

@@ -67,34 +67,47 @@ TEMPO_INSECURE: {{ .Values.endpoints.tempoInsecure | toString | quote }}
 
 {{/*
 Small cluster (smallCluster.enabled): the agents' OTLP exporter to the
-central gateway (distributions/agent/small-cluster.yaml), over TLS with a
-bearer token, both from Secrets mounted as directories (rotations reach the
-running collectors).
+central gateway (distributions/agent/small-cluster.yaml), over TLS (the CA
+from a Secret mounted as a directory: rotations reach the running
+collectors) with each agent pod's own projected ServiceAccount token; the
+central checks those tokens with TokenReviews (nodeauth/agents).
 */}}
 {{- define "otelcol-gpu.smallClusterAgentEnv" -}}
-# The central gateway's OTLP Service, its CA and the agents' token.
+# The central gateway's OTLP Service, its CA and this pod's token.
 - name: OTELCOL_GPU_CENTRAL_ENDPOINT
   value: otelcol-gpu-central.{{ .Release.Namespace }}.svc:4317
 - name: OTELCOL_GPU_CENTRAL_CA_FILE
   value: /etc/otelcol-gpu-central-tls/ca.crt
 - name: OTELCOL_GPU_CENTRAL_TOKEN_FILE
-  value: /etc/otelcol-gpu-central-token/token
+  value: /var/run/secrets/otelcol-gpu-central/token
 {{- end }}
 {{- define "otelcol-gpu.smallClusterGatewayEnv" -}}
-# The central's certificate and key, and the token(s) the agents present.
+# The central's certificate and key, and whose tokens the agents present:
+# the agents' ServiceAccount, for the projected volume's audience.
 - name: OTELCOL_GPU_CENTRAL_TLS_CERT_FILE
   value: /etc/otelcol-gpu-central-tls/tls.crt
 - name: OTELCOL_GPU_CENTRAL_TLS_KEY_FILE
   value: /etc/otelcol-gpu-central-tls/tls.key
-- name: OTELCOL_GPU_AGENT_TOKENS_FILE
-  value: /etc/otelcol-gpu-central-token/token
+- name: OTELCOL_GPU_AGENT_SERVICE_ACCOUNT
+  value: {{ .Release.Namespace }}/otelcol-gpu-agent
+- name: OTELCOL_GPU_AGENT_TOKEN_AUDIENCE
+  value: {{ .Values.smallCluster.agentToken.audience | quote }}
 {{- end }}
+{{/* .who: agent (the CA and its token) or gateway (certificate and key). */}}
 {{- define "otelcol-gpu.smallClusterMounts" -}}
 - {name: central-tls, mountPath: /etc/otelcol-gpu-central-tls, readOnly: true}
-- {name: central-token, mountPath: /etc/otelcol-gpu-central-token, readOnly: true}
+{{- if eq .who "agent" }}
+- {name: central-token, mountPath: /var/run/secrets/otelcol-gpu-central, readOnly: true}
 {{- end }}
-{{/* .who: agent (the CA only) or gateway (certificate and key). */}}
+{{- end }}
 {{- define "otelcol-gpu.smallClusterVolumes" -}}
+{{- if hasKey .Values.smallCluster "tokenSecret" }}
+{{- fail "smallCluster.tokenSecret: removed; one Secret on every agent let any node speak for all. Each agent now presents its pod's ServiceAccount token (smallCluster.agentToken); delete the value and the Secret" }}
+{{- end }}
+{{- $t := .Values.smallCluster.agentToken }}
+{{- if lt (int $t.expirationSeconds) 600 }}
+{{- fail (printf "smallCluster.agentToken.expirationSeconds: %v is below 600, the shortest token the API server issues" $t.expirationSeconds) }}
+{{- end }}
 - name: central-tls
   secret:
     secretName: {{ .Values.smallCluster.tlsSecret }}
@@ -105,11 +118,18 @@ running collectors).
       - {key: tls.crt, path: tls.crt}
       - {key: tls.key, path: tls.key}
       {{- end }}
+{{- if eq .who "agent" }}
+# This pod's own token for the central: bound to the pod (deleting it
+# revokes the token), for the central's audience only, renewed by the
+# kubelet; the agent re-reads the file.
 - name: central-token
-  secret:
-    secretName: {{ .Values.smallCluster.tokenSecret.name }}
-    items:
-      - {key: {{ .Values.smallCluster.tokenSecret.key }}, path: token}
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: {{ $t.audience | quote }}
+          expirationSeconds: {{ int $t.expirationSeconds }}
+          path: token
+{{- end }}
 {{- end }}
 
 {{/*

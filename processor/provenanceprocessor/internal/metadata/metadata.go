@@ -42,6 +42,9 @@ const (
 	// ReasonTooDeep counts records refused because a value of theirs nests
 	// deeper than the check follows (internal/otlpmap.MaxDepth).
 	ReasonTooDeep = "too_deep"
+	// ReasonNoCredential counts requests refused whole in the
+	// bind_to_auth mode: no authenticated node to bind them to.
+	ReasonNoCredential = "no_credential"
 )
 
 // TelemetryBuilder holds the instruments of the processor's own telemetry.
