@@ -2,6 +2,7 @@ package remediationexporter
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -230,4 +231,31 @@ func TestElectAtStart(t *testing.T) {
 	role = h.console.ctl(t).Role()
 	assert.Equal(t, console.ElectionLease, role.Election)
 	assert.Equal(t, ownership.RoleStandby, role.Role)
+}
+
+// A control a standby forwarded is audited on the owner with the operator,
+// the standby it came through and the caller's address as the standby saw
+// it.
+func TestForwardedControlAudited(t *testing.T) {
+	el := &fakeElection{}
+	el.owner()
+	h := newHarness(t, withConsole, withElection(t, el))
+	ctl := h.console.ctl(t)
+	require.NoError(t, h.consume(faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)))
+	h.platform.breaker.tripped = true
+	via := console.Operator{Name: "alice", Remote: "10.0.0.9:40000", Reason: "RMA done", Via: gw0.Name, ForwardedFor: "10.0.0.7:51234"}
+	_, err := ctl.Release(context.Background(), "xl003", via)
+	require.NoError(t, err)
+	require.NoError(t, ctl.ResetBreaker(context.Background(), via))
+	for _, step := range []string{stepRelease, stepBreaker} {
+		acted := h.auditFor(step, audit.DecisionActed)
+		require.Len(t, acted, 1, step)
+		assert.Equal(t, "alice", acted[0].Operator, step)
+		assert.Equal(t, "otelcol-gpu-gateway-0", acted[0].OperatorVia, step)
+		assert.Equal(t, "10.0.0.7:51234", acted[0].OperatorForwardedFor, step)
+		assert.Equal(t, "10.0.0.9:40000", acted[0].OperatorRemote, step)
+	}
+	raw, err := os.ReadFile(h.auditLog)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"operator.via":"otelcol-gpu-gateway-0","operator.forwarded_for":"10.0.0.7:51234"`)
 }
