@@ -124,7 +124,7 @@ func (r *replica) counter(t *testing.T, name, key string) map[string]int64 {
 	out := map[string]int64{}
 	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 		v, _ := dp.Attributes.Value(attributeKey(key))
-		out[v.Emit()] += dp.Value
+		out[v.String()] += dp.Value
 	}
 	return out
 }
