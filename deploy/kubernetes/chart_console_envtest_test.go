@@ -59,3 +59,42 @@ func TestConsoleNetworkPolicy(t *testing.T) {
 		assert.False(t, admits(t, policies, gw, tc.peer, port("console")), "%s -> console without allowed peers", tc.peer.what)
 	}
 }
+
+// TestGatewayConsoleForwardPolicy: in the Kafka mode with the console and
+// forwarding (production plus ci/console-values.yaml), the gateway's
+// NetworkPolicy, as a CNI evaluates it, admits a gateway replica (a
+// standby forwarding a control) to another's console port and nowhere
+// else, besides the configured clients; an agent reaches no gateway port.
+// Forwarding off: the gateways do not reach each other's console.
+func TestGatewayConsoleForwardPolicy(t *testing.T) {
+	own := map[string]string{"kubernetes.io/metadata.name": releaseNamespace}
+	gateway := peer{"another gateway replica", own, map[string]string{"app.kubernetes.io/name": "otelcol-gpu-gateway"}}
+	peers := []struct {
+		peer  peer
+		allow []string
+	}{
+		{gateway, []string{"console"}},
+		{peer{"a labelled client in the release's namespace", own, map[string]string{"otelcol-gpu.io/console-client": "true"}}, []string{"console"}},
+		{peer{"an agent of this release", own, map[string]string{"app.kubernetes.io/name": "otelcol-gpu-agent"}}, nil},
+		{peer{"a gateway-labelled pod in another namespace", map[string]string{"kubernetes.io/metadata.name": "team-a"}, gateway.pod}, nil},
+	}
+	objs := helmTemplate(t, productionConsole)
+	sts, gw := gatewayContainer(t, objs)
+	policies := ingressPolicies(t, objs, sts.Namespace, sts.Spec.Template.Labels)
+	require.NotEmpty(t, policies)
+	port := func(name string) int32 { return containerPort(t, gw, name).ContainerPort }
+	for _, tc := range peers {
+		for _, name := range []string{"console", "telemetry", "health"} {
+			want := false
+			for _, a := range tc.allow {
+				want = want || a == name
+			}
+			assert.Equal(t, want, admits(t, policies, gw, tc.peer, port(name)), "%s -> gateway port %s: admitted %v", tc.peer.what, name, !want)
+		}
+	}
+
+	objs = helmTemplate(t, productionConsole, "--set", "gateway.console.forward.enabled=false")
+	sts, gw = gatewayContainer(t, objs)
+	policies = ingressPolicies(t, objs, sts.Namespace, sts.Spec.Template.Labels)
+	assert.False(t, admits(t, policies, gw, gateway, port("console")), "no forwarding: the gateways do not reach each other's console")
+}

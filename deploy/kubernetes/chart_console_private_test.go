@@ -134,8 +134,9 @@ func plainEverywhere(gw corev1.Container, cfg map[string]any) []string {
 // plain-HTTP listener on every address, advertises each replica's HTTPS
 // URL, isolates the gateways with a NetworkPolicy that admits the console
 // only from the configured namespaces and pods and telemetry only from the
-// monitoring namespace, and reaches every replica through a headless
-// Service (only the owner acts; a standby names it).
+// monitoring namespace (and the console from the other gateways, to which
+// a standby forwards controls), and reaches any replica through a
+// ClusterIP Service (only the owner acts; a standby forwards to it).
 func TestChartConsolePrivate(t *testing.T) {
 	objs := helmTemplate(t, productionConsole)
 	sts, gw := gatewayContainer(t, objs)
@@ -205,17 +206,35 @@ func TestChartConsolePrivate(t *testing.T) {
 	}
 	assert.Equal(t, map[string][]networkingv1.NetworkPolicyPeer{
 		"telemetry": {ns("monitoring")},
-		"console":   {ns("monitoring"), {PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"otelcol-gpu.io/console-client": "true"}}}},
-	}, byPort, "only telemetry and the console, from the configured peers")
+		"console": {ns("monitoring"), {PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"otelcol-gpu.io/console-client": "true"}}},
+			{PodSelector: &metav1.LabelSelector{MatchLabels: sts.Spec.Selector.MatchLabels}}},
+	}, byPort, "only telemetry and the console, from the configured peers and (forwarding) the other gateways")
 	for name := range byPort {
 		assert.True(t, slices.ContainsFunc(gw.Ports, func(p corev1.ContainerPort) bool { return p.Name == name }), "port %s is the gateway's", name)
 	}
 
-	// The console's Service reaches every replica: headless, no affinity.
+	// A standby forwards controls to the owner over TLS verified against
+	// the CA of the console's Secret (its ca.crt), so the console's Service
+	// reaches any replica: ClusterIP, no affinity.
+	fwd, ok := path(cfg, "extensions", "faultconsole", "forward").(map[string]any)
+	require.True(t, ok, "extensions::faultconsole has no forward")
+	assert.Equal(t, true, fwd["enabled"])
+	assert.Equal(t, "40s", fwd["timeout"])
+	assert.Equal(t, "/etc/otelcol-gpu/console-ca/ca.crt", path(fwd, "tls", "ca_file"))
+	assert.NotContains(t, fwd["tls"], "insecure_skip_verify")
+	m = slices.IndexFunc(gw.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/otelcol-gpu/console-ca" })
+	require.GreaterOrEqual(t, m, 0, "the CA is not mounted")
+	assert.True(t, gw.VolumeMounts[m].ReadOnly)
+	v = slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == gw.VolumeMounts[m].Name })
+	require.GreaterOrEqual(t, v, 0)
+	assert.Equal(t, "otelcol-gpu-console-tls", pod.Volumes[v].Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}, pod.Volumes[v].Secret.Items)
 	svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-gateway-console")
-	assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP)
+	assert.Empty(t, svc.Spec.ClusterIP, "ClusterIP, allocated: any replica answers")
+	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
 	assert.Empty(t, svc.Spec.SessionAffinity)
 	assert.Equal(t, "https", *svc.Spec.Ports[0].AppProtocol)
+	assert.Equal(t, sts.Spec.Selector.MatchLabels, svc.Spec.Selector, "every gateway replica")
 
 	// Without the console the policy admits telemetry only.
 	objs = helmTemplate(t, scenarioByName(t, productionScenario))
@@ -227,6 +246,52 @@ func TestChartConsolePrivate(t *testing.T) {
 	assert.False(t, slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
 		return o.GetKind() == "NetworkPolicy" && o.GetName() == "otelcol-gpu-gateway"
 	}))
+}
+
+// Forwarding off: a standby refuses controls naming the owner, so the
+// console's Service is headless (otelcol-gpu-ctl --all-addresses finds the
+// owner) and the gateways do not reach each other's console. The CA may
+// come from another Secret. The small-cluster central (one replica acting
+// alone) never forwards.
+func TestChartConsoleForward(t *testing.T) {
+	objs := helmTemplate(t, productionConsole, "--set", "gateway.console.forward.enabled=false")
+	sts, gw := gatewayContainer(t, objs)
+	cfg := gatewayConfig(t, objs, gw)
+	assert.Nil(t, path(cfg, "extensions", "faultconsole", "forward"), "forward off")
+	assert.False(t, slices.ContainsFunc(gw.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "console-forward-ca" }))
+	svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-gateway-console")
+	assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless: the name resolves to every replica")
+	assert.Empty(t, svc.Spec.SessionAffinity)
+	np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "otelcol-gpu-gateway")
+	for _, rule := range np.Spec.Ingress {
+		for _, from := range rule.From {
+			if from.PodSelector != nil {
+				assert.NotEqual(t, sts.Spec.Selector.MatchLabels, from.PodSelector.MatchLabels, "no gateway-to-gateway rule without forwarding")
+			}
+		}
+	}
+
+	objs = helmTemplate(t, productionConsole, "--set", "gateway.console.forward.caSecret.name=ops-ca",
+		"--set", "gateway.console.forward.caSecret.key=root.pem", "--set", "gateway.console.forward.timeout=20s")
+	sts, gw = gatewayContainer(t, objs)
+	v := slices.IndexFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "console-forward-ca" })
+	require.GreaterOrEqual(t, v, 0)
+	assert.Equal(t, "ops-ca", sts.Spec.Template.Spec.Volumes[v].Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "root.pem", Path: "ca.crt"}}, sts.Spec.Template.Spec.Volumes[v].Secret.Items)
+	assert.Equal(t, "20s", path(gatewayConfig(t, objs, gw), "extensions", "faultconsole", "forward", "timeout"))
+
+	objs = helmTemplate(t, scenarioByName(t, smallClusterConsoleScenario))
+	_, gw = gatewayContainer(t, objs)
+	assert.Nil(t, path(gatewayConfig(t, objs, gw), "extensions", "faultconsole", "forward"), "the small-cluster central never forwards")
+	assert.False(t, slices.ContainsFunc(gw.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "console-forward-ca" }))
+
+	var stderr bytes.Buffer
+	args := append([]string{"template", releaseName, chartDir, "--namespace", releaseNamespace}, productionConsole.valuesArgs()...)
+	cmd := exec.Command(helmBin(t), append(args, "--set", "gateway.console.forward.timeout=forever")...)
+	cmd.Stderr = &stderr
+	_, err := cmd.Output()
+	require.Error(t, err)
+	assert.Contains(t, stderr.String(), "gateway.console.forward.timeout: forever is not a duration such as 40s")
 }
 
 // cert-manager issues the certificate when asked, for the names the

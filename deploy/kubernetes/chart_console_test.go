@@ -22,6 +22,9 @@ const (
 	// consoleTokenSecret is ci/console-values.yaml's
 	// gateway.console.tokenSecret, a Secret the user creates (key token).
 	consoleTokenSecret = "otelcol-gpu-console-token"
+	// consoleTLSSecret is ci/console-values.yaml's certificate (with the
+	// CA a standby verifies the owner by).
+	consoleTLSSecret = "otelcol-gpu-console-tls"
 	// consoleTokenFile is where the gateway reads the console's token.
 	consoleTokenFile = "/etc/otelcol-gpu/console/token"
 )
@@ -104,7 +107,11 @@ func TestChartConsole(t *testing.T) {
 
 			svc := typed[corev1.Service](t, objs, "Service", "otelcol-gpu-gateway-console")
 			assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "no NodePort or LoadBalancer")
-			assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless: every replica, the owner among them")
+			if tc.scenario == smallClusterConsoleScenario {
+				assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless: every replica, the owner among them (one central, no forwarding)")
+			} else {
+				assert.Empty(t, svc.Spec.ClusterIP, "ClusterIP: any replica, a standby forwards controls to the owner")
+			}
 			assert.True(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)), "the Service selects the gateways")
 			require.Len(t, svc.Spec.Ports, 1)
 			assert.EqualValues(t, 8787, svc.Spec.Ports[0].Port)

@@ -611,7 +611,7 @@ func checkKafkaSecurity(t *testing.T, objs []*unstructured.Unstructured, pod cor
 // fault console's token (gateway.console.tokenSecret of ci/console-values.yaml).
 func externalSecrets(t *testing.T) []string {
 	t.Helper()
-	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation", otlpTokenSecret, consoleTokenSecret}
+	names := []string{readStrimziKafka(t).clusterCASecret(), "otelcol-gpu-remediation", otlpTokenSecret, consoleTokenSecret, consoleTLSSecret}
 	for name := range readStrimziUsers(t) {
 		names = append(names, name)
 	}

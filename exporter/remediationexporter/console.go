@@ -232,6 +232,7 @@ func (c *consoleController) Acknowledge(ctx context.Context, faultID string, op 
 
 func withOperator(entry audit.Entry, op console.Operator) audit.Entry {
 	entry.Operator, entry.OperatorRemote, entry.OperatorReason = operatorName(op), op.Remote, op.Reason
+	entry.OperatorVia, entry.OperatorForwardedFor = op.Via, op.ForwardedFor
 	return entry
 }
 

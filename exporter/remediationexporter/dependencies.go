@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/decisionlog"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
@@ -15,9 +17,12 @@ type dependencies struct {
 	// leader: nil elects at Start (ownership.go): the gpu_faults
 	// receiver's owner, else alwaysLeader.
 	leader actuator.Leader
-	// election finds the gpu_faults receiver's election; nil:
-	// ownership.Find.
-	election func() (string, ownership.Election, error)
+	// id is the exporter's component ID (the follower the election
+	// extension names); zero: the type's.
+	id component.ID
+	// election finds the election extension in the host; nil:
+	// ownership.FromHost.
+	election func(component.Host) (component.ID, ownership.Seam, error)
 	clock    clock // nil: realClock
 	// sleep waits between attempts (platform and webhook); nil waits on a
 	// timer honouring ctx.

@@ -35,9 +35,10 @@ type remediationExporter struct {
 	platform actuator.Platform
 	leader   actuator.Leader
 	// electAtStart: no Leader was given; Start picks one (ownership.go)
-	// with findElection.
+	// with findElection, following the election as id.
 	electAtStart bool
-	findElection func() (string, ownership.Election, error)
+	findElection func(component.Host) (component.ID, ownership.Seam, error)
+	id           component.ID
 	clock        clock
 	sleep        func(context.Context, time.Duration) error
 	audit        *audit.Log
@@ -125,6 +126,9 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 	if e.leader == nil {
 		e.leader, e.electAtStart, e.findElection = alwaysLeader{self: deps.replica}, true, deps.election
 	}
+	if e.id = deps.id; e.id == (component.ID{}) {
+		e.id = component.NewID(metadata.Type)
+	}
 	if e.clock == nil {
 		e.clock = realClock{}
 	}
@@ -162,7 +166,7 @@ func (e *remediationExporter) Start(_ context.Context, host component.Host) erro
 			return fmt.Errorf("remediationexporter: console: %w", err)
 		}
 	}
-	if err := e.elect(); err != nil {
+	if err := e.elect(host); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -66,7 +66,7 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 	if err != nil {
 		return nil, err
 	}
-	deps := dependencies{platform: platform, leader: leader, replica: replicaID(set)}
+	deps := dependencies{platform: platform, leader: leader, id: set.ID, replica: replicaID(set)}
 	if c.Decisions.Enabled() {
 		deps.decisions, err = decisionlog.New(context.Background(), decisionlog.Options{
 			Client: configkafka.ClientConfig(c.Decisions.KafkaClientConfig), Topic: c.Decisions.Topic,

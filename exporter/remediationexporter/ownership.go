@@ -3,6 +3,7 @@ package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/export
 import (
 	"fmt"
 
+	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
@@ -81,27 +82,31 @@ func (e *remediationExporter) notOwner() error {
 }
 
 // elect picks the Leader at Start when none was configured: the gpu_faults
-// receiver's election when this collector runs one (the receivers are
-// created before any component starts), else this replica alone.
-func (e *remediationExporter) elect() error {
+// receiver's election when this collector has the election extension (the
+// receiver offers it there at its own Start, after this one: until then
+// this replica is electing and acts on nothing), else this replica alone.
+// A gpu_faults receiver without the extension fails at its Start, and the
+// extension fails the collector at Ready when no receiver offers: neither
+// "every replica acts" nor "nobody ever acts" passes silently.
+func (e *remediationExporter) elect(host component.Host) error {
 	if !e.electAtStart {
 		return nil
 	}
 	find := e.findElection
 	if find == nil {
-		find = ownership.Find
+		find = ownership.FromHost
 	}
-	id, el, err := find()
+	id, seam, err := find(host)
 	if err != nil {
 		return fmt.Errorf("remediationexporter: which replica acts: %w", err)
 	}
-	if el == nil {
-		e.logger.Info("remediation: no gpu_faults receiver and no Lease: this replica acts alone")
+	if seam == nil {
+		e.logger.Info("remediation: no election extension (no gpu_faults receiver) and no Lease: this replica acts alone")
 		return nil
 	}
-	e.leader = ownerLeader{election: el}
+	e.leader = ownerLeader{election: seam.Follow(e.id)}
 	e.logger.Info("remediation: the replica owning the gpu_faults partitions acts; the others are standbys whose controls are refused",
-		zap.String("receiver", id))
+		zap.String("election", id.String()))
 	return nil
 }
 

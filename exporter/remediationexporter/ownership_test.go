@@ -2,16 +2,20 @@ package remediationexporter
 
 import (
 	"context"
-	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/electionextension"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
@@ -43,11 +47,38 @@ func (f *fakeElection) set(role ownership.Role, owner ownership.Member) {
 	f.st = ownership.Status{Role: role, Self: gw1, Owner: owner, Group: "otelcol-gpu-remediation", Generation: 3}
 }
 
+// electionID is the election extension's ID in the shipped configs.
+var electionID = component.MustNewID(ownership.ExtensionType)
+
+// newElectionExt starts the real election extension.
+func newElectionExt(t *testing.T) extension.Extension {
+	t.Helper()
+	f := electionextension.NewFactory()
+	set := extensiontest.NewNopSettings(f.Type())
+	set.ID = electionID
+	ext, err := f.Create(context.Background(), set, f.CreateDefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	return ext
+}
+
 // withElection runs the exporter in a collector whose gpu_faults receiver
-// offers el.
-func withElection(el ownership.Election) harnessOpt {
+// offers el to the real election extension, which the exporter finds among
+// the host's extensions and follows.
+func withElection(t *testing.T, el ownership.Election) harnessOpt {
+	ext := newElectionExt(t)
+	withdraw, err := ext.(ownership.Seam).Offer(component.MustNewID("gpu_faults"), el)
+	require.NoError(t, err)
+	t.Cleanup(withdraw)
 	return func(_ *Config, d *dependencies) {
-		d.election = func() (string, ownership.Election, error) { return "gpu_faults", el, nil }
+		d.election = func(host component.Host) (component.ID, ownership.Seam, error) {
+			exts := extHost{electionID: ext}
+			for id, c := range host.GetExtensions() {
+				exts[id] = c
+			}
+			return ownership.FromHost(exts)
+		}
 	}
 }
 
@@ -58,7 +89,7 @@ func withElection(el ownership.Election) harnessOpt {
 func TestStandbyRefusesEveryControl(t *testing.T) {
 	el := &fakeElection{}
 	el.owner()
-	h := newHarness(t, withConsole, withElection(el))
+	h := newHarness(t, withConsole, withElection(t, el))
 	ctl := h.console.ctl(t)
 	r := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)
 	require.NoError(t, h.consume(r))
@@ -119,7 +150,7 @@ func TestStandbyRefusesEveryControl(t *testing.T) {
 func TestStandbyWindowReleasesNothing(t *testing.T) {
 	el := &fakeElection{}
 	el.owner()
-	h := newHarness(t, withElection(el))
+	h := newHarness(t, withElection(t, el))
 	r := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "xl008", fault.StateOpen)
 	require.NoError(t, h.consume(r))
 	require.NoError(t, h.consume(withState(r, fault.StateResolved)))
@@ -140,7 +171,7 @@ func TestStandbyPublishesNoDecision(t *testing.T) {
 	cluster := newDecisionCluster(t)
 	el := &fakeElection{}
 	el.standby()
-	h := newHarness(t, withElection(el), withDecisionLog(t, cluster, "gateway-1"))
+	h := newHarness(t, withElection(t, el), withDecisionLog(t, cluster, "gateway-1"))
 	r := faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)
 	require.NoError(t, h.consume(r))
 	q, _ := h.platform.counts()
@@ -157,28 +188,74 @@ func TestStandbyPublishesNoDecision(t *testing.T) {
 }
 
 // Which replica acts, chosen at Start: nothing elects (alone), the
-// receiver's election, or a failure naming the ambiguity.
+// receiver's election, or a failure naming the ambiguity. The exporter
+// finds the election extension among the host's, as the collector runs it.
 func TestElectAtStart(t *testing.T) {
-	h := newHarness(t, withConsole, func(_ *Config, d *dependencies) {
-		d.election = func() (string, ownership.Election, error) { return "", nil, nil }
-	})
+	h := newHarness(t, withConsole)
 	role := h.console.ctl(t).Role()
 	assert.Equal(t, console.ElectionNone, role.Election)
 	assert.Equal(t, ownership.RoleOwner, role.Role)
 
-	cfg := createDefaultConfig().(*Config)
-	exp, err := newRemediationExporter(cfg, componenttest.NewNopTelemetrySettings(), dependencies{
-		election: func() (string, ownership.Election, error) { return "", nil, errors.New("2 gpu_faults receivers") },
-	})
+	start := func(host component.Host) (*remediationExporter, error) {
+		cfg := createDefaultConfig().(*Config)
+		exp, err := newRemediationExporter(cfg, componenttest.NewNopTelemetrySettings(), dependencies{})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+		return exp, exp.Start(context.Background(), host)
+	}
+	_, err := start(extHost{electionID: newElectionExt(t), component.MustNewIDWithName("election", "b"): newElectionExt(t)})
+	assert.EqualError(t, err, "remediationexporter: which replica acts: 2 election extensions in service::extensions (election, election/b): one gpu_faults consumer group elects the replica that acts; keep one")
+
+	// Found by its type: electing (nothing acts) until the receiver offers,
+	// then its status; the extension names the exporter as its follower.
+	ext := newElectionExt(t)
+	exp, err := start(extHost{electionID: ext})
 	require.NoError(t, err)
-	err = exp.Start(context.Background(), componenttest.NewNopHost())
-	assert.EqualError(t, err, "remediationexporter: which replica acts: 2 gpu_faults receivers")
-	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.Equal(t, console.ElectionGPUFaults, exp.role().Election)
+	assert.Equal(t, ownership.RoleElecting, exp.role().Role, "before the receiver starts")
+	assert.False(t, exp.leader.IsLeader())
+	ready := ext.(interface{ Ready() error })
+	assert.ErrorContains(t, ready.Ready(), "remediation act only on the replica the gpu_faults receiver elects")
+	el := &fakeElection{}
+	el.owner()
+	withdraw, err := ext.(ownership.Seam).Offer(component.MustNewID("gpu_faults"), el)
+	require.NoError(t, err)
+	defer withdraw()
+	require.NoError(t, ready.Ready())
+	assert.True(t, exp.leader.IsLeader())
+	assert.Equal(t, gw1, exp.role().Owner)
 
 	// A configured Leader (the Lease) is kept.
 	lease := &flagLeader{leader: false}
-	h = newHarness(t, withConsole, withElection(&fakeElection{}), func(_ *Config, d *dependencies) { d.leader = lease })
+	h = newHarness(t, withConsole, withElection(t, &fakeElection{}), func(_ *Config, d *dependencies) { d.leader = lease })
 	role = h.console.ctl(t).Role()
 	assert.Equal(t, console.ElectionLease, role.Election)
 	assert.Equal(t, ownership.RoleStandby, role.Role)
+}
+
+// A control a standby forwarded is audited on the owner with the operator,
+// the standby it came through and the caller's address as the standby saw
+// it.
+func TestForwardedControlAudited(t *testing.T) {
+	el := &fakeElection{}
+	el.owner()
+	h := newHarness(t, withConsole, withElection(t, el))
+	ctl := h.console.ctl(t)
+	require.NoError(t, h.consume(faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl003", fault.StateOpen)))
+	h.platform.breaker.tripped = true
+	via := console.Operator{Name: "alice", Remote: "10.0.0.9:40000", Reason: "RMA done", Via: gw0.Name, ForwardedFor: "10.0.0.7:51234"}
+	_, err := ctl.Release(context.Background(), "xl003", via)
+	require.NoError(t, err)
+	require.NoError(t, ctl.ResetBreaker(context.Background(), via))
+	for _, step := range []string{stepRelease, stepBreaker} {
+		acted := h.auditFor(step, audit.DecisionActed)
+		require.Len(t, acted, 1, step)
+		assert.Equal(t, "alice", acted[0].Operator, step)
+		assert.Equal(t, "otelcol-gpu-gateway-0", acted[0].OperatorVia, step)
+		assert.Equal(t, "10.0.0.7:51234", acted[0].OperatorForwardedFor, step)
+		assert.Equal(t, "10.0.0.9:40000", acted[0].OperatorRemote, step)
+	}
+	raw, err := os.ReadFile(h.auditLog)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"operator.via":"otelcol-gpu-gateway-0","operator.forwarded_for":"10.0.0.7:51234"`)
 }

@@ -59,6 +59,9 @@ type api struct {
 	mux   *http.ServeMux
 	token atomic.Pointer[[sha256.Size]byte]
 	csp   string
+	// fwd forwards controls from a standby to the owner (forward.go); nil:
+	// off. Set at Start, before serving.
+	fwd *forwarder
 
 	warnMu sync.Mutex
 	warned map[string]time.Time
@@ -76,11 +79,11 @@ func newAPI(s *store, opts apiOptions) *api {
 	a.mux.HandleFunc("GET /api/v1/status", a.status)
 	a.mux.HandleFunc("GET /api/v1/faults", a.faults)
 	a.mux.HandleFunc("GET /api/v1/faults/{id}", a.fault)
-	a.mux.HandleFunc("POST /api/v1/faults/{id}/ack", a.ack)
+	a.mux.HandleFunc("POST /api/v1/faults/{id}/ack", a.control(a.ack))
 	a.mux.HandleFunc("GET /api/v1/nodes", a.nodes)
-	a.mux.HandleFunc("POST /api/v1/nodes/{node}/release", a.release)
+	a.mux.HandleFunc("POST /api/v1/nodes/{node}/release", a.control(a.release))
 	a.mux.HandleFunc("GET /api/v1/breaker", a.breaker)
-	a.mux.HandleFunc("POST /api/v1/breaker/reset", a.reset)
+	a.mux.HandleFunc("POST /api/v1/breaker/reset", a.control(a.reset))
 	a.mux.HandleFunc("GET /api/v1/jobs", a.jobs)
 	a.mux.HandleFunc("GET /api/v1/jobs/{job}/heatmap", a.heatmap)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -218,6 +221,10 @@ func (a *api) action(w http.ResponseWriter, r *http.Request, reasonRequired bool
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return refused(http.StatusBadRequest, "bad_body", "body must hold one JSON object and nothing after it")
 	}
+	op := console.Operator{Remote: r.RemoteAddr}
+	if err := forwardedFrom(r, &op); err != nil {
+		return refused(http.StatusBadRequest, "bad_forward", err.Error())
+	}
 	body.Operator, body.Reason = strings.TrimSpace(body.Operator), strings.TrimSpace(body.Reason)
 	switch {
 	case body.Operator == "":
@@ -229,7 +236,8 @@ func (a *api) action(w http.ResponseWriter, r *http.Request, reasonRequired bool
 	case len(body.Reason) > console.MaxReasonLen:
 		return refused(http.StatusBadRequest, "bad_body", fmt.Sprintf("reason is longer than %d bytes", console.MaxReasonLen))
 	}
-	return console.Operator{Name: body.Operator, Remote: r.RemoteAddr, Reason: body.Reason}, true
+	op.Name, op.Reason = body.Operator, body.Reason
+	return op, true
 }
 
 func (a *api) status(w http.ResponseWriter, _ *http.Request) {
@@ -249,6 +257,7 @@ func (a *api) status(w http.ResponseWriter, _ *http.Request) {
 		DroppedSteps:       st.DroppedSteps,
 		TraceLinks:         a.opts.TraceURL != "",
 		LogsLinks:          a.opts.LogsURL != "",
+		ForwardsControls:   a.fwd != nil,
 	}
 	if err == nil {
 		withRole(&out, c.Role())
@@ -317,7 +326,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 		unknownFault(w, id)
 		return
 	}
-	a.opts.Logger.Info("faultconsole: fault acknowledged", zap.String("fault", id), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason))
+	a.opts.Logger.Info("faultconsole: fault acknowledged", zap.String("fault", id), zap.String("via", op.Via), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason))
 	writeJSON(w, http.StatusOK, a.wireFault(v))
 }
 
@@ -383,7 +392,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 		a.controllerError(w, r, "releasing node "+strconv.Quote(node), err)
 		return
 	}
-	a.opts.Logger.Info("faultconsole: node released", zap.String("node", node), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason), zap.String("detail", detail))
+	a.opts.Logger.Info("faultconsole: node released", zap.String("node", node), zap.String("via", op.Via), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason), zap.String("detail", detail))
 	writeJSON(w, http.StatusOK, consoleclient.Release{Node: node, Detail: detail})
 }
 
@@ -438,7 +447,7 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 		a.controllerError(w, r, "resetting the breaker", err)
 		return
 	}
-	a.opts.Logger.Info("faultconsole: breaker reset", zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason))
+	a.opts.Logger.Info("faultconsole: breaker reset", zap.String("via", op.Via), zap.String("operator", op.Name), zap.String("remote", op.Remote), zap.String("reason", op.Reason))
 	out := consoleclient.Reset{Reset: true}
 	if b, err := c.Breaker(ctx); err != nil {
 		out.BreakerError = err.Error()

@@ -23,6 +23,13 @@ const (
 	defaultMaxHeatmapCells   = 8 << 20
 	// minTokenLen is the shortest bearer token accepted.
 	minTokenLen = 16
+	// defaultForwardTimeout bounds a control forwarded to the owner: above
+	// the owner's own bound on a controller call (controllerTimeout), so
+	// that its answer comes back, and below the server's write timeout.
+	defaultForwardTimeout = 40 * time.Second
+	// maxForwardTimeout keeps forward::timeout under the server's write
+	// timeout (60 s), so the relayed answer can still be written.
+	maxForwardTimeout = 55 * time.Second
 )
 
 // Config is the configuration of the faultconsole extension. Worst-case
@@ -70,9 +77,59 @@ type Config struct {
 	// first. Default 8388608 (128 MiB): a 16384-rank job's 120 steps are
 	// 2 million cells.
 	MaxHeatmapCells int `mapstructure:"max_heatmap_cells"`
+	// Forward: on a standby, forward the controls (release, breaker reset,
+	// acknowledge) to the owner's console instead of refusing them, so that
+	// a Service reaching any replica serves them. Off by default.
+	Forward ForwardConfig `mapstructure:"forward"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
+}
+
+// ForwardConfig is how a standby forwards a control to the owner.
+type ForwardConfig struct {
+	// Enabled forwards controls received on a standby to the console URL
+	// the owner advertises to the gpu_faults group (its receiver's
+	// console_url), with the caller's bearer token; the owner checks it,
+	// acts and audits, and its answer is relayed. Off: a standby answers
+	// 409 naming the owner.
+	Enabled bool `mapstructure:"enabled"`
+	// Timeout bounds one forwarded control, connection to answer. Default
+	// 40s; at most 55s (under the server's write timeout).
+	Timeout time.Duration `mapstructure:"timeout"`
+	// TLS verifies the owner's certificate (configtls client settings):
+	// ca_file or ca_pem is required, the CA that signed the consoles'
+	// certificates; the system's roots and insecure_skip_verify are
+	// refused, since the caller's token goes to whoever answers. cert_file
+	// and key_file present a client certificate (the owner's
+	// client_ca_file). An owner advertising http:// is reached only on a
+	// loopback address.
+	TLS configtls.ClientConfig `mapstructure:"tls"`
+}
+
+// validate checks forward's keys when it is enabled (from Config's
+// Validate, so that the messages name forward::).
+func (f *ForwardConfig) validate() error {
+	if !f.Enabled {
+		return nil
+	}
+	var errs []error
+	if f.Timeout <= 0 || f.Timeout > maxForwardTimeout {
+		errs = append(errs, fmt.Errorf("forward::timeout must be above 0 and at most %s, got %q", maxForwardTimeout, f.Timeout.String()))
+	}
+	if f.TLS.CAFile == "" && f.TLS.CAPem == "" {
+		errs = append(errs, errors.New("forward::tls::ca_file (or ca_pem) is required with forward::enabled: the caller's bearer token goes to the owner's advertised URL, verified against the CA that signed the consoles' certificates"))
+	}
+	if f.TLS.InsecureSkipVerify {
+		errs = append(errs, errors.New("forward::tls::insecure_skip_verify: true is refused: the caller's bearer token would go to whoever answers at the owner's advertised URL"))
+	}
+	if f.TLS.IncludeSystemCACertsPool {
+		errs = append(errs, errors.New("forward::tls::include_system_ca_certs_pool: true is refused: a public certificate for any name would pass, and the owner's URL is what a group member advertises; name the consoles' CA only"))
+	}
+	if f.TLS.Insecure {
+		errs = append(errs, errors.New("forward::tls::insecure: true is refused: the scheme is the owner's advertised URL's, and plain http:// is used only on a loopback address"))
+	}
+	return errors.Join(errs...)
 }
 
 // Validate checks the configuration. Messages name the key and the bad value.
@@ -109,6 +166,7 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be at least %d, got %d", limit.key, limit.smallest, limit.value))
 		}
 	}
+	errs = append(errs, cfg.Forward.validate())
 	return errors.Join(errs...)
 }
 

@@ -25,6 +25,7 @@ func TestCreateDefaultConfig(t *testing.T) {
 	assert.Equal(t, 64, cfg.MaxJobs)
 	assert.Equal(t, 120, cfg.HeatmapSteps)
 	assert.Equal(t, 16384, cfg.MaxRanks)
+	assert.Equal(t, ForwardConfig{Timeout: 40 * time.Second}, cfg.Forward, "a standby refuses controls unless forwarding is on")
 	// token_file has no default: the default configuration is incomplete.
 	require.ErrorContains(t, cfg.Validate(), "token_file is required")
 	cfg.TokenFile = "testdata/token"
@@ -40,6 +41,9 @@ func TestLoadConfig(t *testing.T) {
 	// at Start off loopback.
 	plainOneAddress := createDefaultConfig().(*Config)
 	plainOneAddress.TokenFile, plainOneAddress.Endpoint = "t", "10.1.2.3:8787"
+	// Forwarding off: its other keys are not checked.
+	forwardOff := createDefaultConfig().(*Config)
+	forwardOff.TokenFile, forwardOff.Forward.Timeout = "t", 0
 
 	tests := []struct {
 		name    string
@@ -55,6 +59,8 @@ func TestLoadConfig(t *testing.T) {
 					KeyFile: "/etc/otelcol-gpu/console-tls/tls.key", ReloadInterval: time.Hour}},
 				TraceURL: "http://tempo:3200/trace/{trace_id}", LogsURL: "http://loki:3100/explore?fault={fault_id}",
 				MaxFaults: 100, ResolvedRetention: time.Hour, MaxJobs: 4, HeatmapSteps: 30, MaxRanks: 128, MaxHeatmapCells: 1 << 20,
+				Forward: ForwardConfig{Enabled: true, Timeout: 20 * time.Second,
+					TLS: configtls.ClientConfig{Config: configtls.Config{CAFile: "/etc/otelcol-gpu/console-ca/ca.crt"}}},
 			},
 		},
 		{name: "no_token_file", wantErr: "token_file is required"},
@@ -72,6 +78,12 @@ func TestLoadConfig(t *testing.T) {
 		{name: "plain_no_host", wantErr: `endpoint ":8787" listens on every address of the machine over plain HTTP`},
 		{name: "tls_without_key", wantErr: "tls::config: TLS configuration must include both certificate and key"},
 		{name: "plain_one_address", want: plainOneAddress},
+		{name: "forward_no_ca", wantErr: "forward::tls::ca_file (or ca_pem) is required with forward::enabled"},
+		{name: "forward_off_no_ca", want: forwardOff},
+		{name: "forward_unverified", wantErr: "forward::tls::insecure_skip_verify: true is refused"},
+		{name: "forward_system_roots", wantErr: "forward::tls::include_system_ca_certs_pool: true is refused"},
+		{name: "forward_plain", wantErr: "forward::tls::insecure: true is refused"},
+		{name: "forward_long_timeout", wantErr: `forward::timeout must be above 0 and at most 55s, got "2m0s"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

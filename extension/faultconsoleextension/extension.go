@@ -111,6 +111,11 @@ func (e *faultConsole) Start(ctx context.Context, _ component.Host) error {
 			return fmt.Errorf("faultconsole: tls: %w", err)
 		}
 	}
+	if e.cfg.Forward.Enabled {
+		if e.api.fwd, err = newForwarder(ctx, e.cfg.Forward); err != nil {
+			return fmt.Errorf("faultconsole: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", e.cfg.Endpoint)
 	if err != nil {
 		return fmt.Errorf("faultconsole: listening on endpoint %q (is another process using the port?): %w", e.cfg.Endpoint, err)
@@ -141,7 +146,8 @@ func (e *faultConsole) Start(ctx context.Context, _ component.Host) error {
 			e.logger.Error("faultconsole: server stopped", zap.Error(err))
 		}
 	}()
-	e.logger.Info("faultconsole: serving", zap.String("endpoint", ln.Addr().String()), zap.String("scheme", scheme))
+	e.logger.Info("faultconsole: serving", zap.String("endpoint", ln.Addr().String()), zap.String("scheme", scheme),
+		zap.Bool("forward_controls_to_owner", e.api.fwd != nil))
 	return nil
 }
 
@@ -179,6 +185,9 @@ func (e *faultConsole) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, srv.Close())
 		}
 		<-done
+	}
+	if e.api.fwd != nil {
+		e.api.fwd.close()
 	}
 	e.store.Attach(nil)
 	e.telemetry.Shutdown()

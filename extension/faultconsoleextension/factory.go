@@ -26,6 +26,7 @@ func createDefaultConfig() component.Config {
 		HeatmapSteps:      defaultHeatmapSteps,
 		MaxRanks:          defaultMaxRanks,
 		MaxHeatmapCells:   defaultMaxHeatmapCells,
+		Forward:           ForwardConfig{Timeout: defaultForwardTimeout},
 	}
 }
 

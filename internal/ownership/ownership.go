@@ -5,17 +5,22 @@
 // whether it holds the partitions and, from the group's assignment, which
 // member does; the exporter reads that through Election.
 //
-// Receivers cannot be found through component.Host, so the receiver
-// registers its Election here when it is created and withdraws it at
-// Shutdown; the collector creates every component of its pipelines before
-// it starts any, so the exporter finds it at Start (Find).
+// Receivers cannot be found through component.Host, so the election goes
+// through an extension the collector provides (extension/electionextension,
+// type "election"): the receiver offers its Election to it at Start and
+// withdraws it at Shutdown, and the exporter follows it from its own Start
+// (the collector starts extensions first, exporters before receivers, so
+// the exporter sees "electing" until the receiver has offered). Both find
+// the one extension of that type through host.GetExtensions (FromHost);
+// nothing is kept in process-global state.
 package ownership // import "github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 
 import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
+
+	"go.opentelemetry.io/collector/component"
 )
 
 // Role is a replica's place in the election.
@@ -75,46 +80,49 @@ type Election interface {
 	Status() Status
 }
 
-var (
-	mu        sync.Mutex
-	elections = map[string]Election{}
-)
+// ExtensionType is the type of the extension that offers a Seam
+// (extension/electionextension).
+const ExtensionType = "election"
 
-// Register offers e under id (the receiver's component ID) until the
-// returned func withdraws it. A second registration under the same id
-// replaces the first (a collector that rebuilt its pipelines).
-func Register(id string, e Election) (unregister func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	elections[id] = e
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if elections[id] == e {
-			delete(elections, id)
-		}
-	}
+// Seam is what the election extension offers: one gpu_faults receiver's
+// election, read by the components that act only on the owner.
+type Seam interface {
+	// Offer binds receiver's election e until withdraw is called. An
+	// error when another receiver's is bound: one consumer group elects
+	// the replica that acts.
+	Offer(receiver component.ID, e Election) (withdraw func(), err error)
+	// Follow is the election as reader (the component acting on it) sees
+	// it: the bound receiver's status, electing while none is bound. The
+	// extension refuses to let the collector run a reader without a
+	// receiver (it would never act).
+	Follow(reader component.ID) Election
 }
 
-// Find returns the one Election registered in this process and its id; nil
-// when none is (no gpu_faults receiver: one replica acts alone). More than
-// one is an error naming them: which group elects the acting replica would
-// be ambiguous.
-func Find() (string, Election, error) {
-	mu.Lock()
-	defer mu.Unlock()
-	switch len(elections) {
-	case 0:
-		return "", nil, nil
-	case 1:
-		for id, e := range elections {
-			return id, e, nil
+// FromHost returns the one election extension among host's extensions and
+// its ID; a nil Seam when there is none. Several is an error naming them:
+// which one elects would be ambiguous.
+func FromHost(host component.Host) (component.ID, Seam, error) {
+	var ids []component.ID
+	for id := range host.GetExtensions() {
+		if id.Type().String() == ExtensionType {
+			ids = append(ids, id)
 		}
 	}
-	ids := make([]string, 0, len(elections))
-	for id := range elections {
-		ids = append(ids, id)
+	switch len(ids) {
+	case 0:
+		return component.ID{}, nil, nil
+	case 1:
+		ext := host.GetExtensions()[ids[0]]
+		seam, ok := ext.(Seam)
+		if !ok {
+			return component.ID{}, nil, fmt.Errorf("extension %q (%T) is not the election extension", ids[0], ext)
+		}
+		return ids[0], seam, nil
 	}
-	sort.Strings(ids)
-	return "", nil, fmt.Errorf("%d gpu_faults receivers in this collector (%s): one consumer group must elect the replica that acts", len(ids), strings.Join(ids, ", "))
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = id.String()
+	}
+	sort.Strings(names)
+	return component.ID{}, nil, fmt.Errorf("%d election extensions in service::extensions (%s): one gpu_faults consumer group elects the replica that acts; keep one", len(ids), strings.Join(names, ", "))
 }

@@ -1,10 +1,12 @@
 package ownership
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.uber.org/goleak"
 )
 
@@ -16,37 +18,54 @@ type fixed Status
 
 func (f fixed) Status() Status { return Status(f) }
 
-func TestRegisterFind(t *testing.T) {
-	id, e, err := Find()
-	require.NoError(t, err)
-	assert.Nil(t, e, "nothing registered")
-	assert.Empty(t, id)
+// seam is a Seam holding one election, as a component.
+type seam struct {
+	component.StartFunc
+	component.ShutdownFunc
+	e Election
+}
 
-	a := fixed{Role: RoleOwner, Self: Member{Name: "gw-0"}}
-	unA := Register("gpu_faults", a)
-	id, e, err = Find()
-	require.NoError(t, err)
-	assert.Equal(t, "gpu_faults", id)
-	assert.Equal(t, RoleOwner, e.Status().Role)
+func (s *seam) Offer(component.ID, Election) (func(), error) { return func() {}, nil }
+func (s *seam) Follow(component.ID) Election                 { return s.e }
 
-	b := fixed{Role: RoleStandby}
-	unB := Register("gpu_faults/other", b)
-	_, e, err = Find()
-	assert.Nil(t, e)
-	assert.EqualError(t, err, "2 gpu_faults receivers in this collector (gpu_faults, gpu_faults/other): one consumer group must elect the replica that acts")
-	unB()
+// notSeam is an extension of the election type that is not one.
+type notSeam struct {
+	component.StartFunc
+	component.ShutdownFunc
+}
 
-	// A replacement under the same id survives the withdrawal of the one
-	// it replaced.
-	c := fixed{Role: RoleStandby, Self: Member{Name: "gw-0"}}
-	unC := Register("gpu_faults", c)
-	unA()
-	_, e, err = Find()
+type host map[component.ID]component.Component
+
+func (h host) GetExtensions() map[component.ID]component.Component { return h }
+
+var (
+	electionID = component.MustNewID(ExtensionType)
+	otherID    = component.MustNewIDWithName(ExtensionType, "other")
+)
+
+// The one election extension is found by its type, whatever its name;
+// none is no election (one replica acts alone); several, or one that is
+// not a Seam, is an error naming them.
+func TestFromHost(t *testing.T) {
+	id, s, err := FromHost(host{component.MustNewID("faultconsole"): &notSeam{}})
 	require.NoError(t, err)
-	assert.Equal(t, RoleStandby, e.Status().Role)
-	unC()
-	_, e, _ = Find()
-	assert.Nil(t, e)
+	assert.Nil(t, s, "no election extension")
+	assert.Equal(t, component.ID{}, id)
+
+	a := &seam{e: fixed{Role: RoleOwner, Self: Member{Name: "gw-0"}}}
+	id, s, err = FromHost(host{otherID: a, component.MustNewID("faultconsole"): &notSeam{}})
+	require.NoError(t, err)
+	assert.Equal(t, otherID, id)
+	assert.Equal(t, RoleOwner, s.Follow(component.MustNewID("remediation")).Status().Role)
+
+	_, s, err = FromHost(host{electionID: a, otherID: &seam{}})
+	assert.Nil(t, s)
+	assert.EqualError(t, err, "2 election extensions in service::extensions (election, election/other): one gpu_faults consumer group elects the replica that acts; keep one")
+
+	_, s, err = FromHost(host{electionID: &notSeam{}})
+	assert.Nil(t, s)
+	assert.ErrorContains(t, err, `extension "election" (*ownership.notSeam) is not the election extension`)
+	require.NoError(t, a.Shutdown(context.Background()))
 }
 
 func TestMemberString(t *testing.T) {

@@ -14,12 +14,15 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/electionextension"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpufaultsreceiver/internal/metadata"
 )
@@ -104,12 +107,45 @@ func testConfig(brokers []string) *Config {
 	return cfg
 }
 
-// member is a started receiver and its telemetry.
+// member is a started receiver and its telemetry, in a collector of its
+// own (its host holds its own election extension).
 type member struct {
 	name string
 	r    *gpuFaultsReceiver
 	tt   *componenttest.Telemetry
+	host *electionHost
 	stop func()
+}
+
+// electionHost is a collector's host with the election extension, as
+// distributions/gateway/config.yaml runs it.
+type electionHost struct {
+	exts map[component.ID]component.Component
+}
+
+func (h *electionHost) GetExtensions() map[component.ID]component.Component { return h.exts }
+
+// follow is the election as the remediation exporter of this collector
+// follows it.
+func (h *electionHost) follow(t *testing.T) ownership.Election {
+	t.Helper()
+	_, seam, err := ownership.FromHost(h)
+	require.NoError(t, err)
+	require.NotNil(t, seam)
+	return seam.Follow(component.MustNewID("remediation"))
+}
+
+// newElectionHost starts the real election extension in a host of its own.
+func newElectionHost(t *testing.T) *electionHost {
+	t.Helper()
+	f := electionextension.NewFactory()
+	set := extensiontest.NewNopSettings(f.Type())
+	set.ID = component.NewID(f.Type())
+	ext, err := f.Create(context.Background(), set, f.CreateDefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	return &electionHost{exts: map[component.ID]component.Component{component.NewID(f.Type()): ext}}
 }
 
 func startMember(t *testing.T, name string, cfg *Config, next consumer.Logs) *member {
@@ -120,8 +156,9 @@ func startMember(t *testing.T, name string, cfg *Config, next consumer.Logs) *me
 	set.TelemetrySettings = tt.NewTelemetrySettings()
 	r, err := newReceiver(cfg, set, next)
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	m := &member{name: name, r: r, tt: tt}
+	host := newElectionHost(t)
+	require.NoError(t, r.Start(context.Background(), host))
+	m := &member{name: name, r: r, tt: tt, host: host}
 	var once sync.Once
 	m.stop = func() {
 		once.Do(func() {

@@ -11,8 +11,9 @@ import (
 
 // Every member knows whether it owns the partitions and, when it does not,
 // which member does, as that member advertised itself; after the owner
-// leaves, the standby that took over says so and the election it
-// registered is what the remediation exporter finds.
+// leaves, the standby that took over says so, and what the remediation
+// exporter of each collector follows through its election extension is
+// that collector's receiver's status.
 func TestOwnershipVisibleToEveryMember(t *testing.T) {
 	brokers := newCluster(t)
 	rc := newRecorder()
@@ -54,12 +55,11 @@ func TestOwnershipVisibleToEveryMember(t *testing.T) {
 		return s.Role == ownership.RoleOwner && s.Owner == self(standby)
 	})
 	assert.Equal(t, ownership.RoleElecting, owner.r.Status().Role, "a stopped member holds nothing")
-	_, found, err := ownership.Find()
-	require.NoError(t, err)
-	require.NotNil(t, found, "the running member's election is registered")
+	found := standby.host.follow(t)
+	require.NotNil(t, found, "the running member's election is offered")
 	assert.Equal(t, ownership.RoleOwner, found.Status().Role)
+	assert.Equal(t, self(standby), found.Status().Self, "each collector follows its own receiver")
+	assert.Equal(t, ownership.RoleElecting, owner.host.follow(t).Status().Role, "the stopped member's collector acts on nothing")
 	standby.stop()
-	_, found, err = ownership.Find()
-	require.NoError(t, err)
-	assert.Nil(t, found, "a stopped receiver withdraws its election")
+	assert.Equal(t, ownership.RoleElecting, found.Status().Role, "a stopped receiver withdraws its election")
 }

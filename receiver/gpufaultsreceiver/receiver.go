@@ -26,6 +26,7 @@ import (
 const maxPollRecords = 100
 
 type gpuFaultsReceiver struct {
+	id       component.ID
 	cfg      *Config
 	logger   *zap.Logger
 	tb       *metadata.TelemetryBuilder
@@ -42,8 +43,9 @@ type gpuFaultsReceiver struct {
 	// is its group generation.
 	joined     bool
 	generation int32
-	// unregister withdraws this receiver's Election (ownership.Register).
-	unregister func()
+	// withdraw takes this receiver's Election back from the election
+	// extension it offered it to at Start (nil: not offered).
+	withdraw func()
 }
 
 var _ ownership.Election = (*gpuFaultsReceiver)(nil)
@@ -66,6 +68,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFa
 		}
 	}
 	r := &gpuFaultsReceiver{
+		id:       set.ID,
 		cfg:      cfg,
 		logger:   set.Logger,
 		tb:       tb,
@@ -73,9 +76,6 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFa
 		balancer: &singleOwnerBalancer{self: ownership.Member{Name: name, Console: cfg.ConsoleURL}},
 		owned:    map[string]map[int32]struct{}{},
 	}
-	// The remediation exporter finds the election at its Start: every
-	// component is created before any starts.
-	r.unregister = ownership.Register(set.ID.String(), r)
 	return r, nil
 }
 
@@ -100,7 +100,23 @@ func (r *gpuFaultsReceiver) Status() ownership.Status {
 	return st
 }
 
-func (r *gpuFaultsReceiver) Start(ctx context.Context, _ component.Host) error {
+// Start offers this receiver's election to the collector's election
+// extension (the remediation exporter follows it there), then joins the
+// group. Without the extension it fails: the group elects the one replica
+// that acts, and a collector that could not tell its remediation exporter
+// would act on every replica.
+func (r *gpuFaultsReceiver) Start(ctx context.Context, host component.Host) error {
+	_, seam, err := ownership.FromHost(host)
+	if err != nil {
+		return fmt.Errorf("gpufaultsreceiver: %w", err)
+	}
+	if seam == nil {
+		return fmt.Errorf("gpufaultsreceiver: no %q extension: the gpu_faults consumer group elects the one replica whose remediation exporter acts, and the election reaches it through that extension; add %q under extensions and to service::extensions (distributions/gateway/config.yaml)",
+			ownership.ExtensionType, ownership.ExtensionType)
+	}
+	if r.withdraw, err = seam.Offer(r.id, r); err != nil {
+		return fmt.Errorf("gpufaultsreceiver: %w", err)
+	}
 	opts, err := kafkaclient.Options(ctx, r.cfg.ClientConfig, r.logger)
 	if err != nil {
 		return fmt.Errorf("gpufaultsreceiver: %w", err)
@@ -139,7 +155,9 @@ func (r *gpuFaultsReceiver) Start(ctx context.Context, _ component.Host) error {
 // the partitions at once instead of after session_timeout.
 func (r *gpuFaultsReceiver) Shutdown(ctx context.Context) error {
 	defer r.tb.Shutdown()
-	r.unregister()
+	if r.withdraw != nil {
+		r.withdraw()
+	}
 	if r.cancel == nil {
 		return nil
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/config/configtls"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoletest"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/faultconsoletest"
@@ -19,7 +21,8 @@ import (
 )
 
 // A standby's page, in a real headless Chromium, shows a banner naming the
-// owner and linking its console; the owner's page shows none.
+// owner and linking its console, saying whether its controls are refused
+// or forwarded there; the owner's page shows none.
 func TestConsoleStandbyBanner(t *testing.T) {
 	fc := faultconsoletest.Start(t, "9.9.9", nil)
 	ctrl := consoletest.New(console.Breaker{})
@@ -58,12 +61,28 @@ func TestConsoleStandbyBanner(t *testing.T) {
 	banner, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("role-banner")))
 	require.NoError(t, err)
 	assert.Contains(t, banner, "otelcol-gpu-gateway-1 is a standby: otelcol-gpu-gateway-0 owns the fault stream and acts")
+	assert.Contains(t, banner, "releases, resets and acknowledgements here are refused", "forward off")
 	href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#role-banner a").href`))
 	require.NoError(t, err)
 	assert.Equal(t, owner.Console+"/", href)
 	status, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("status")))
 	require.NoError(t, err)
 	assert.Contains(t, status, "standby")
+
+	// A standby that forwards says its controls go to the owner.
+	caFile, _, _ := writeTestCertificates(t, t.TempDir())
+	fwd := faultconsoletest.Start(t, "9.9.9", func(c *faultconsoleextension.Config) {
+		c.Forward = faultconsoleextension.ForwardConfig{Enabled: true, Timeout: 10 * time.Second,
+			TLS: configtls.ClientConfig{Config: configtls.Config{CAFile: caFile}}}
+	})
+	fwd.Extension.(console.Console).Attach(ctrl)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(fwd.BaseURL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token-input")),
+		chromedp.SendKeys(chromedp.ID("token-input"), faultconsoletest.Token),
+		chromedp.Click(chromedp.ID("token-submit")),
+	))
+	poll("the forwarding standby's banner", `document.getElementById("role-banner").textContent.includes("forwarded to it and performed there")`)
 
 	ctrl.SetRole(console.Role{Election: console.ElectionGPUFaults, Status: ownership.Status{Role: ownership.RoleOwner, Self: owner, Owner: owner}})
 	require.NoError(t, chromedp.Do(ctx, chromedp.Reload())) // the token is kept for the session

@@ -113,11 +113,16 @@ type Step struct {
 
 // Operator is who asked for a change through the console: Name as the
 // client declared it (the token proves only that it holds the token),
-// Remote its address, Reason its free text.
+// Remote its address, Reason its free text. A control a standby forwarded
+// carries Via, the standby's name, and ForwardedFor, the caller's address
+// as the standby saw it (Remote is then the standby's): declared by
+// whoever holds the token, like Name.
 type Operator struct {
-	Name   string
-	Remote string
-	Reason string
+	Name         string
+	Remote       string
+	Reason       string
+	Via          string
+	ForwardedFor string
 }
 
 // QuarantinedNode is a node remediation holds out of service.

@@ -14,6 +14,19 @@ type Error struct {
 	Owner *Member `json:"owner,omitempty"`
 }
 
+// Headers of a control a standby forwards to the owner (the console's
+// forward setting). The owner audits HeaderForwardedBy (the standby's name)
+// and HeaderForwardedFor (the caller's address as the standby saw it) with
+// the operator; a control that carries HeaderForwardedBy is never
+// forwarded again. The relayed answer carries HeaderForwardedTo, the
+// owner's name. Like the operator's name, what a caller holding the token
+// writes into them is declared, not proven.
+const (
+	HeaderForwardedBy  = "Otelcol-Gpu-Forwarded-By"
+	HeaderForwardedFor = "Otelcol-Gpu-Forwarded-For"
+	HeaderForwardedTo  = "Otelcol-Gpu-Forwarded-To"
+)
+
 // Member is a replica in the election of the one that acts: its name and
 // the URL of its console, as it advertises them.
 type Member struct {
@@ -43,6 +56,9 @@ type Status struct {
 	Election string  `json:"election,omitempty"`
 	Self     *Member `json:"self,omitempty"`
 	Owner    *Member `json:"owner,omitempty"`
+	// ForwardsControls: on a standby, controls are forwarded to the
+	// owner's console (and its answer relayed) instead of refused.
+	ForwardsControls bool `json:"forwards_controls,omitempty"`
 }
 
 // Role values of Status and Error.

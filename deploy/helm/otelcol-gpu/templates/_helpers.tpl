@@ -183,6 +183,30 @@ its values, which fail the render naming the value.
 {{- fail "gateway.console.tls.certManager.issuerRef.name: name the cert-manager Issuer (or ClusterIssuer, with kind) that signs the console's certificate" }}
 {{- end }}
 {{- end }}
+{{- /*
+"true" when a standby's console forwards controls to the owner's
+(gateway.console.forward): the Kafka topology only, where the gpu_faults
+group elects; the small-cluster central is one replica that acts alone.
+*/}}
+{{- define "otelcol-gpu.consoleForward" -}}
+{{- if and .Values.gateway.console.enabled .Values.gateway.console.forward.enabled (not .Values.smallCluster.enabled) }}true{{ end }}
+{{- end }}
+{{- define "otelcol-gpu.consoleForwardCheck" -}}
+{{- $f := .Values.gateway.console.forward }}
+{{- $ca := $f.caSecret | default dict }}
+{{- if and $ca.name (not (kindIs "string" $ca.name)) }}
+{{- fail (printf "gateway.console.forward.caSecret.name: %v is not a Secret's name" $ca.name) }}
+{{- end }}
+{{- if not $ca.key }}
+{{- fail "gateway.console.forward.caSecret.key: name the Secret's key holding the CA certificate (ca.crt)" }}
+{{- end }}
+{{- if not (regexMatch "^[0-9]+(ms|s|m)$" (toString $f.timeout)) }}
+{{- fail (printf "gateway.console.forward.timeout: %v is not a duration such as 40s (at most 55s)" $f.timeout) }}
+{{- end }}
+{{- end }}
+{{- define "otelcol-gpu.consoleForwardCASecret" -}}
+{{- .Values.gateway.console.forward.caSecret.name | default (include "otelcol-gpu.consoleTLSSecret" .) }}
+{{- end }}
 {{- define "otelcol-gpu.consoleTLSSecret" -}}
 {{- .Values.gateway.console.tls.secret | default "otelcol-gpu-gateway-console-tls" }}
 {{- end }}
@@ -233,4 +257,14 @@ its values, which fail the render naming the value.
     items:
       - {key: tls.crt, path: tls.crt}
       - {key: tls.key, path: tls.key}
+{{- if include "otelcol-gpu.consoleForward" . }}
+# The CA a standby verifies the owner's console against before it forwards
+# a control with the caller's token (gateway.console.forward.caSecret).
+- name: console-forward-ca
+  secret:
+    secretName: {{ include "otelcol-gpu.consoleForwardCASecret" . }}
+    defaultMode: 0440
+    items:
+      - {key: {{ .Values.gateway.console.forward.caSecret.key }}, path: ca.crt}
+{{- end }}
 {{- end }}

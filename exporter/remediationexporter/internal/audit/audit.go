@@ -54,6 +54,11 @@ type Entry struct {
 	Operator       string `json:"operator,omitempty"`
 	OperatorRemote string `json:"operator.remote,omitempty"`
 	OperatorReason string `json:"operator.reason,omitempty"`
+	// OperatorVia and OperatorForwardedFor: a control a standby's console
+	// forwarded to this replica's: the standby's name, and the caller's
+	// address as it saw it (OperatorRemote is then the standby's).
+	OperatorVia          string `json:"operator.via,omitempty"`
+	OperatorForwardedFor string `json:"operator.forwarded_for,omitempty"`
 }
 
 // Log writes entries. Safe for concurrent use.
@@ -125,6 +130,9 @@ func (l *Log) Record(e Entry) error {
 	if e.Operator != "" || e.OperatorRemote != "" {
 		fields = append(fields, zap.String("operator", e.Operator), zap.String("operator.remote", e.OperatorRemote),
 			zap.String("operator.reason", e.OperatorReason))
+	}
+	if e.OperatorVia != "" {
+		fields = append(fields, zap.String("operator.via", e.OperatorVia), zap.String("operator.forwarded_for", e.OperatorForwardedFor))
 	}
 	msg := "remediation " + e.Decision + ": " + e.Step
 	if e.Decision == DecisionFailed {

@@ -17,7 +17,9 @@ const (
 	// TelemetryAttrCode is the HTTP status code answered.
 	TelemetryAttrCode = "code"
 	// TelemetryAttrReason is why a request was refused (content_type,
-	// body_too_large, bad_body) or what was evicted (capacity, retention).
+	// body_too_large, bad_body, bad_forward, not_owner, owner_unknown,
+	// forward_loop, forward_failed) or what was evicted (capacity,
+	// retention).
 	TelemetryAttrReason = "reason"
 	// TelemetryAttrKind is what the store forgot: fault, job or step.
 	TelemetryAttrKind = "kind"
@@ -35,6 +37,9 @@ type TelemetryBuilder struct {
 	FaultconsoleRefusedRequests metric.Int64Counter
 	// FaultconsoleEvictions counts what the bounded store forgot.
 	FaultconsoleEvictions metric.Int64Counter
+	// FaultconsoleForwardedRequests counts controls a standby forwarded to
+	// the owner, by route and the owner's status code.
+	FaultconsoleForwardedRequests metric.Int64Counter
 }
 
 // Instruments of the extension's own telemetry.
@@ -42,6 +47,7 @@ var (
 	requests     = telemetry.Instrument{Name: "otelcol_faultconsole_requests", Description: "Number of HTTP requests the fault console answered, by route, method and status code.", Unit: "{request}", Stability: component.StabilityLevelAlpha}
 	unauthorized = telemetry.Instrument{Name: "otelcol_faultconsole_unauthorized_requests", Description: "Number of fault console API requests refused for a missing or wrong bearer token.", Unit: "{request}", Stability: component.StabilityLevelAlpha}
 	refused      = telemetry.Instrument{Name: "otelcol_faultconsole_refused_requests", Description: "Number of authorized fault console requests refused for their form, by reason.", Unit: "{request}", Stability: component.StabilityLevelAlpha}
+	forwarded    = telemetry.Instrument{Name: "otelcol_faultconsole_forwarded_requests", Description: "Number of controls a standby's fault console forwarded to the owner's, by route and the owner's status code.", Unit: "{request}", Stability: component.StabilityLevelAlpha}
 	evictions    = telemetry.Instrument{Name: "otelcol_faultconsole_evictions", Description: "Number of faults, jobs and steps the fault console store forgot, by kind and reason.", Unit: "{entry}", Stability: component.StabilityLevelAlpha}
 )
 
@@ -53,6 +59,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		FaultconsoleUnauthorizedRequests: b.Int64Counter(unauthorized),
 		FaultconsoleRefusedRequests:      b.Int64Counter(refused),
 		FaultconsoleEvictions:            b.Int64Counter(evictions),
+		FaultconsoleForwardedRequests:    b.Int64Counter(forwarded),
 	}, b.Err()
 }
 
