@@ -78,10 +78,12 @@ func (c *stepMetrics) Start(context.Context, component.Host) error {
 	return nil
 }
 
-// Shutdown closes every open step and emits one last time.
+// Shutdown closes every open step and emits one last time, for at most
+// periodic.FinalFlushTimeout: with Prometheus down, the remote-write
+// exporter retries until its context ends, and the collector's own
+// context never does.
 func (c *stepMetrics) Shutdown(ctx context.Context) error {
-	c.loop.Stop()
-	c.emit(ctx, true)
+	c.loop.StopAndFlush(ctx, func(ctx context.Context) { c.emit(ctx, true) })
 	return nil
 }
 

@@ -208,6 +208,39 @@ func TestCancelledContext(t *testing.T) {
 	assert.ErrorContains(t, err, "stepmetricsconnector: consuming traces")
 }
 
+// blocking is a next consumer that accepts nothing until its context
+// ends: the remote-write exporter retrying while Prometheus is down.
+type blocking struct{ calls, withDeadline int }
+
+func (*blocking) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+func (b *blocking) ConsumeMetrics(ctx context.Context, _ pmetric.Metrics) error {
+	b.calls++
+	if _, ok := ctx.Deadline(); ok {
+		b.withDeadline++
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Shutdown's final emission into a consumer that never accepts ends at the
+// loop's bound (the collector's own context never ends), and is logged
+// with what was lost.
+func TestShutdownWithTheBackendDown(t *testing.T) {
+	f := newFixture(t, createDefaultConfig().(*Config))
+	next := &blocking{}
+	f.c.next = next
+	f.c.loop.FinalFlushTimeout = 10 * time.Millisecond
+	require.NoError(t, f.c.Start(context.Background(), componenttest.NewNopHost()))
+	f.consume(t, traces(rankStep{job: "j", step: 1, rank: 0, world: 2, start: t0, dur: time.Second}))
+	require.NoError(t, f.c.Shutdown(context.Background()))
+	assert.Equal(t, 1, next.calls, "the final emission")
+	assert.Equal(t, 1, next.withDeadline, "the final emission's context has no deadline")
+	logged := f.logs.FilterMessage("stepmetricsconnector: emitting: metrics refused downstream").All()
+	require.Len(t, logged, 1)
+	assert.Equal(t, context.DeadlineExceeded.Error(), logged[0].ContextMap()["error"])
+	assert.EqualValues(t, 1, logged[0].ContextMap()["data_points"])
+}
+
 type refusing struct{}
 
 func (refusing) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }

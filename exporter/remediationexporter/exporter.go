@@ -51,6 +51,9 @@ type remediationExporter struct {
 	lifeMu     sync.Mutex
 	closing    bool
 	inFlight   sync.WaitGroup
+	// shutdownWait bounds how long Shutdown lets the work in flight run
+	// before it cancels it (shutdownWait, the constant; tests shorten it).
+	shutdownWait time.Duration
 
 	// mu serialises every decision: one record (or one release) at a time,
 	// so idempotency needs no finer locking. Fault records are rare.
@@ -142,8 +145,16 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		})
 	}
 	e.lifeCtx, e.lifeCancel = context.WithCancel(context.Background())
+	e.shutdownWait = shutdownWait
 	return e, nil
 }
+
+// shutdownWait is how long Shutdown waits for the records and releases in
+// flight before it cancels them. The collector's context never ends, and a
+// platform or webhook that does not answer must not hold the process past
+// its grace period (issue 29); what is cancelled is audited as failed and
+// its record, uncommitted, is decided again by the next owner.
+const shutdownWait = 5 * time.Second
 
 func (e *remediationExporter) platformName() string {
 	if e.platform == nil {
@@ -204,8 +215,8 @@ func (e *remediationExporter) Start(_ context.Context, host component.Host) erro
 }
 
 // Shutdown waits for the records and releases in flight, until ctx is done
-// (then it cancels their retries), and stops pending returns to service: those
-// nodes stay quarantined.
+// or shutdownWait passed (then it cancels their retries), and stops pending
+// returns to service: those nodes stay quarantined.
 func (e *remediationExporter) Shutdown(ctx context.Context) error {
 	// Start wrote e.console before anything ran concurrently; taking e.mu
 	// here would wait for the batch in flight past ctx.
@@ -222,12 +233,18 @@ func (e *remediationExporter) Shutdown(ctx context.Context) error {
 		close(done)
 	}()
 	var err error
+	wait := time.NewTimer(e.shutdownWait)
+	defer wait.Stop()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		e.lifeCancel() // stop the retries of what is in flight
 		<-done
 		err = ctx.Err()
+	case <-wait.C:
+		e.logger.Warn("remediation: work in flight still running at shutdown; cancelling it", zap.Duration("waited", e.shutdownWait))
+		e.lifeCancel()
+		<-done
 	}
 	e.lifeCancel()
 	if e.webhook != nil {

@@ -451,6 +451,24 @@ func TestShutdownDeadlineCancelsInFlight(t *testing.T) {
 	assert.Len(t, h.auditFor(stepQuarantine, audit.DecisionFailed), 1)
 }
 
+// The collector's shutdown context never ends: a platform that does not
+// answer is cancelled after shutdownWait, and the record's action is
+// audited as failed (its record, uncommitted, is decided again).
+func TestShutdownBoundsAPlatformThatDoesNotAnswer(t *testing.T) {
+	h := newHarness(t)
+	h.exp.shutdownWait = 20 * time.Millisecond
+	h.platform.block = make(chan struct{}) // never closed: only the context ends the call
+	h.platform.entered = make(chan struct{}, 1)
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- h.consume(faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "xl019", fault.StateOpen))
+	}()
+	<-h.platform.entered
+	require.NoError(t, h.exp.Shutdown(context.Background()))
+	assert.Error(t, <-consumed)
+	assert.Len(t, h.auditFor(stepQuarantine, audit.DecisionFailed), 1)
+}
+
 func TestShutdownStopsPendingReturns(t *testing.T) {
 	h := newHarness(t)
 	r := faultOn(fault.TypeNVLinkDegraded, fault.SeverityP1, "xl018", fault.StateOpen)

@@ -36,6 +36,8 @@ type faultConsole struct {
 	server   *http.Server
 	listener net.Listener
 	done     chan struct{}
+	// shutdownWait is the constant (tests shorten it).
+	shutdownWait time.Duration
 }
 
 var (
@@ -48,7 +50,7 @@ func newExtension(cfg *Config, set extension.Settings) (*faultConsole, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultconsoleextension: creating telemetry: %w", err)
 	}
-	e := &faultConsole{cfg: cfg, set: set, logger: set.Logger, telemetry: tb}
+	e := &faultConsole{cfg: cfg, set: set, logger: set.Logger, telemetry: tb, shutdownWait: shutdownWait}
 	e.store = newStore(storeLimits{
 		MaxFaults:         cfg.MaxFaults,
 		ResolvedRetention: cfg.ResolvedRetention,
@@ -173,7 +175,13 @@ func (e *faultConsole) Addr() string {
 // Handler is the console's HTTP handler (page and API); tests serve it.
 func (e *faultConsole) Handler() http.Handler { return e.api }
 
-// Shutdown stops the server within ctx and forgets the controller.
+// shutdownWait bounds how long Shutdown lets requests in progress finish
+// before it closes their connections: the collector's context never ends
+// (issue 29).
+const shutdownWait = 5 * time.Second
+
+// Shutdown stops the server within ctx, and within shutdownWait, and
+// forgets the controller.
 func (e *faultConsole) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	srv, done := e.server, e.done
@@ -181,7 +189,15 @@ func (e *faultConsole) Shutdown(ctx context.Context) error {
 	e.mu.Unlock()
 	var err error
 	if srv != nil {
-		if err = srv.Shutdown(ctx); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, e.shutdownWait)
+		err = srv.Shutdown(sctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				// Only the bound passed: not a failed shutdown.
+				e.logger.Warn("faultconsole: requests still in progress at shutdown; closing their connections", zap.Duration("waited", e.shutdownWait))
+				err = nil
+			}
 			err = errors.Join(err, srv.Close())
 		}
 		<-done

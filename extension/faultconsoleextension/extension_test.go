@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/extension"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
@@ -137,4 +139,45 @@ func TestShutdownForgetsController(t *testing.T) {
 	require.NoError(t, ext.Shutdown(context.Background()))
 	_, err = ext.controller()
 	require.ErrorIs(t, err, console.ErrNoController)
+}
+
+// stuckController answers the node list only when released, whatever its
+// context: a controller blocked on a platform that does not answer.
+type stuckController struct {
+	console.Controller
+	entered, release chan struct{}
+}
+
+func (c stuckController) Quarantined(context.Context) ([]console.QuarantinedNode, error) {
+	close(c.entered)
+	<-c.release
+	return nil, nil
+}
+
+// A request still in progress does not hold Shutdown: the collector's
+// context never ends, and after shutdownWait its connection is closed.
+func TestShutdownBoundsARequestInProgress(t *testing.T) {
+	ext, err := newExtension(testConfig(t), extension.Settings{ID: component.NewID(metadata.Type), TelemetrySettings: componenttest.NewNopTelemetrySettings()})
+	require.NoError(t, err)
+	ext.logger = zap.NewNop()
+	ext.shutdownWait = 20 * time.Millisecond
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	ctrl := stuckController{entered: make(chan struct{}), release: make(chan struct{})}
+	ext.Attach(ctrl)
+	req, err := http.NewRequest(http.MethodGet, "http://"+ext.Addr()+"/api/v1/nodes", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-ctrl.entered
+	require.NoError(t, ext.Shutdown(context.Background()))
+	require.Error(t, <-answered, "the request's connection was closed")
+	close(ctrl.release) // the handler returns into a closed connection
+	http.DefaultClient.CloseIdleConnections()
 }

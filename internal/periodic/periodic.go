@@ -4,7 +4,7 @@
 // correlator's evaluation. One loop, so that each stops the same way: Stop
 // cancels the context the work runs under and waits until the work in
 // progress returned, and only then does the component's Shutdown do its
-// final flush.
+// final flush, bounded in time (StopAndFlush).
 package periodic // import "github.com/otelcol-gpu/otelcol-gpu/internal/periodic"
 
 import (
@@ -13,9 +13,23 @@ import (
 	"time"
 )
 
+// FinalFlushTimeout bounds a component's final flush at shutdown. The
+// collector stops its components one after another with a context that
+// never ends, so a final flush into a pipeline whose backend is down (an
+// exporter that retries until its context ends, a full queue that blocks)
+// would hold the whole process past its grace period (issue 29: a gateway
+// still running 90 s after SIGTERM with Prometheus down). What the flush
+// could not hand over in this time is refused downstream and counted there
+// (the exporter's send_failed or enqueue_failed counters).
+const FinalFlushTimeout = 5 * time.Second
+
 // Loop calls a function every interval on its own goroutine. The zero
 // value is ready to Start; Stop without Start does nothing.
 type Loop struct {
+	// FinalFlushTimeout, when above zero, replaces the package's
+	// FinalFlushTimeout for this loop (tests).
+	FinalFlushTimeout time.Duration
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -47,4 +61,18 @@ func (l *Loop) Stop() {
 		l.cancel()
 	}
 	l.wg.Wait()
+}
+
+// StopAndFlush is a component's Shutdown: Stop, then flush once under ctx
+// bounded by FinalFlushTimeout, so that the final flush ends even when
+// nothing downstream accepts it.
+func (l *Loop) StopAndFlush(ctx context.Context, flush func(context.Context)) {
+	l.Stop()
+	d := FinalFlushTimeout
+	if l.FinalFlushTimeout > 0 {
+		d = l.FinalFlushTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	flush(ctx)
 }

@@ -122,10 +122,10 @@ func (p *stepSpanProcessor) Start(_ context.Context, host component.Host) error 
 }
 
 // Shutdown sends everything held: steps with what they collected, and
-// unclaimed collectives.
+// unclaimed collectives, for at most periodic.FinalFlushTimeout (a full
+// queue downstream must not hold the shutdown).
 func (p *stepSpanProcessor) Shutdown(ctx context.Context) error {
-	p.loop.Stop()
-	p.flush(ctx, true)
+	p.loop.StopAndFlush(ctx, func(ctx context.Context) { p.flush(ctx, true) })
 	return nil
 }
 

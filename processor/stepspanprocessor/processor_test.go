@@ -278,3 +278,42 @@ func TestAgentRestartMidStep(t *testing.T) {
 		assert.Equal(t, 8, n)
 	}
 }
+
+// blockingSink accepts nothing until the context of the call ends: the
+// kafka exporter's queue, full, in a pipeline that blocks on overflow.
+type blockingSink struct {
+	mu                  sync.Mutex
+	calls, withDeadline int
+}
+
+func (*blockingSink) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+func (b *blockingSink) ConsumeTraces(ctx context.Context, _ ptrace.Traces) error {
+	b.mu.Lock()
+	b.calls++
+	if _, ok := ctx.Deadline(); ok {
+		b.withDeadline++
+	}
+	b.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Shutdown's final flush into a pipeline that accepts nothing ends at the
+// loop's bound: the collector's own context never ends (issue 29).
+func TestShutdownWithThePipelineBlocked(t *testing.T) {
+	cfg := testConfig()
+	cfg.CollectiveWait = time.Hour
+	cfg.OrphanAfter = time.Hour
+	sink := &blockingSink{}
+	pr, err := NewFactory().CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	pr.(*stepSpanProcessor).loop.FinalFlushTimeout = 10 * time.Millisecond
+	require.NoError(t, pr.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, pr.ConsumeTraces(context.Background(), stepTraces("j", 0, 1, 0, "h", t0, t0.Add(time.Second))))
+	require.NoError(t, pr.ConsumeTraces(context.Background(), stepTraces("j", 0, 1, 1, "h", t0, t0.Add(time.Second))))
+	require.NoError(t, pr.Shutdown(context.Background()))
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	assert.Equal(t, 2, sink.calls, "both held steps were offered")
+	assert.Equal(t, 2, sink.withDeadline, "the final flush's sends have no deadline")
+}

@@ -261,10 +261,11 @@ func (p *stragglerProcessor) Start(_ context.Context, host component.Host) error
 	return nil
 }
 
-// Shutdown decides every open step with the ranks it has and sends it.
+// Shutdown decides every open step with the ranks it has and sends it, for
+// at most periodic.FinalFlushTimeout (a correlator whose hand-off waits on a
+// full gpu_faults queue must not hold the shutdown).
 func (p *stragglerProcessor) Shutdown(ctx context.Context) error {
-	p.loop.Stop()
-	p.flush(ctx, true)
+	p.loop.StopAndFlush(ctx, func(ctx context.Context) { p.flush(ctx, true) })
 	return nil
 }
 

@@ -371,7 +371,15 @@ func (r *dcgmReceiver) noteGPUs(ctx context.Context, snap model.Snapshot) {
 			continue
 		}
 		if r.nextLogs != nil {
-			_ = r.nextLogs.ConsumeLogs(ctx, r.logs.unresponsiveLogs(s.GPU, r.owner(s), s.Unresponsive, snap.Time))
+			if err := r.nextLogs.ConsumeLogs(ctx, r.logs.unresponsiveLogs(s.GPU, r.owner(s), s.Unresponsive, snap.Time)); err != nil {
+				// Refused (a full queue): forget the change, so that the
+				// next collection reports it again.
+				r.mu.Lock()
+				r.unresponsive[gpuKey(s.GPU)] = !s.Unresponsive
+				r.mu.Unlock()
+				r.logger.Warn("dcgmreceiver: GPU responsiveness record refused by the logs pipeline; reported again at the next collection",
+					zap.String("uuid", s.GPU.UUID), zap.Error(err))
+			}
 		}
 	}
 }
@@ -400,32 +408,6 @@ func (r *dcgmReceiver) refreshOwners(ctx context.Context) {
 	// Failures are logged by the attributor once per state change; metrics
 	// go out without the attributes meanwhile.
 	_ = r.deps.attributor.Refresh(ctx, gpus, pids)
-}
-
-// xidLoop turns XID events into log records and per-GPU counts.
-func (r *dcgmReceiver) xidLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-r.xidEvents:
-			gpu := r.resolveGPU(ev.GPU)
-			r.mu.Lock()
-			k := gpuKey(gpu)
-			if r.xidCounts[k] == nil {
-				r.xidCounts[k] = map[int]int64{}
-			}
-			r.xidCounts[k][ev.Code]++
-			r.mu.Unlock()
-			if r.nextLogs == nil {
-				continue
-			}
-			ld := r.logs.xidLogs(ev, gpu, r.owner(model.GPUSample{GPU: gpu}), r.deps.now())
-			if err := r.nextLogs.ConsumeLogs(ctx, ld); err != nil {
-				r.logger.Error("dcgmreceiver: XID record refused by the logs pipeline", zap.Int("xid", ev.Code), zap.Error(err))
-			}
-		}
-	}
 }
 
 // resolveGPU completes what a source knew of a GPU (the kernel log names

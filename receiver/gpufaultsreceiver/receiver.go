@@ -25,6 +25,12 @@ import (
 // maxPollRecords bounds one poll; the rebalance waits for the batch.
 const maxPollRecords = 100
 
+// shutdownWait bounds each of Shutdown's two waits: for the record in flight
+// to return, and for the group to be left. The collector's context never
+// ends, and neither wait may hold the process when the next consumer
+// ignores its context or Kafka is unreachable (issue 29).
+const shutdownWait = 5 * time.Second
+
 type gpuFaultsReceiver struct {
 	id       component.ID
 	cfg      *Config
@@ -36,6 +42,8 @@ type gpuFaultsReceiver struct {
 	client *kgo.Client
 	cancel context.CancelFunc
 	done   chan struct{}
+	// wait is shutdownWait (tests shorten it).
+	wait time.Duration
 
 	mu    sync.Mutex
 	owned map[string]map[int32]struct{} // partitions assigned now
@@ -75,6 +83,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*gpuFa
 		router:   &router{next: next, obs: obs, tb: tb, logger: set.Logger},
 		balancer: &singleOwnerBalancer{self: ownership.Member{Name: name, Console: cfg.ConsoleURL}},
 		owned:    map[string]map[int32]struct{}{},
+		wait:     shutdownWait,
 	}
 	return r, nil
 }
@@ -152,7 +161,10 @@ func (r *gpuFaultsReceiver) Start(ctx context.Context, host component.Host) erro
 }
 
 // Shutdown stops delivering, then leaves the group so that a standby takes
-// the partitions at once instead of after session_timeout.
+// the partitions at once instead of after session_timeout. Each wait is
+// bounded by shutdownWait: a record in flight is not committed either way
+// (the next owner reads it again), and a group left late is left by the
+// session timeout.
 func (r *gpuFaultsReceiver) Shutdown(ctx context.Context) error {
 	defer r.tb.Shutdown()
 	if r.withdraw != nil {
@@ -162,12 +174,25 @@ func (r *gpuFaultsReceiver) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	r.cancel()
+	wait := time.NewTimer(r.wait)
+	defer wait.Stop()
 	select {
 	case <-r.done:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-wait.C:
+		// The next consumer ignores the cancelled context; closing the
+		// client below ends the loop once it returns.
+		r.logger.Warn("gpu_faults: the record in flight did not return; leaving it uncommitted",
+			zap.Duration("waited", r.wait))
 	}
-	err := r.client.LeaveGroupContext(ctx)
+	// Leaving waits for the poll in hand to allow the rebalance
+	// (BlockRebalanceOnPoll): after the bound above, the record in flight
+	// must not hold it (its commit fails on the closed client).
+	r.client.AllowRebalance()
+	leaveCtx, cancel := context.WithTimeout(ctx, r.wait)
+	defer cancel()
+	err := r.client.LeaveGroupContext(leaveCtx)
 	r.client.Close()
 	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
 		// Kafka unreachable: nothing to lose (offsets are committed per

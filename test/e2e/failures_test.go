@@ -39,6 +39,9 @@ type failureRig struct {
 	cluster *testbed.Cluster
 	node    testbed.NodeInputs
 	broker  string
+	// control is the broker's control endpoint (test/kfakebroker): topics
+	// made unwritable.
+	control string
 	faults  *faultConsumer
 	procs   []*process
 	lag     *loadtest.Broker
@@ -65,9 +68,9 @@ func newFailureRig(t *testing.T) *failureRig {
 	r.cluster = cluster
 	r.node = cluster.Nodes()[0]
 
-	r.broker = freeAddr(t)
+	r.broker, r.control = freeAddr(t), freeAddr(t)
 	broker := startProcess(t, "kfakebroker", nil, brokerBin,
-		"-listen", r.broker, "-advertise", r.broker,
+		"-listen", r.broker, "-advertise", r.broker, "-control-listen", r.control,
 		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3")
 	r.procs = append(r.procs, broker)
 	lag, err := loadtest.ConnectBroker(r.broker, 3)

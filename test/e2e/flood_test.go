@@ -131,7 +131,8 @@ exporters:
 	}
 
 	// The flood: 3 MiB requests, under the cap, until the agent stops
-	// taking them (the full queue blocks its pipeline) or 40 were sent.
+	// taking them or 40 were sent (the batch processor takes them; the
+	// full queue refuses, and counts, what it hands on).
 	ibBefore := telemetrySum(t, telemetry, "otelcol_receiver_accepted_metric_points", `receiver="ib"`)
 	client.Timeout = 5 * time.Second
 	sent, ok, stalled := 0, 0, 0
