@@ -11,6 +11,7 @@ import (
 func parsePickle(data []byte, opts Options) (*Dump, []Warning, error) {
 	popts := opts.Pickle
 	popts.MaxInputBytes = opts.MaxBytes
+	popts.MaxTreeBytes = opts.MaxTreeBytes
 	v, err := pickle.DecodeWithOptions(data, popts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("frdump: decoding pickle: %w", err)
