@@ -90,6 +90,14 @@ type Options struct {
 	// sees; a caller that shares one memory budget among decodes gives
 	// each its share here. Over it: ErrTreeLimit. Default 0: no cap.
 	MaxTreeBytes int64
+	// Stream, when set, receives each item of the list that is the value
+	// of the top-level dict's key StreamKey as soon as the item is
+	// complete, in order, instead of the list holding it (it stays empty):
+	// the items are never all held, and MaxTreeBytes counts only those not
+	// handed over yet and what the memo keeps (stream.go). An error from
+	// Stream stops the decode and is returned as it is.
+	Stream    func(item any) error
+	StreamKey string
 }
 
 // Defaults of Options.
@@ -184,7 +192,7 @@ func DecodeWithOptions(data []byte, opts Options) (any, error) {
 	if len(data) > opts.MaxInputBytes {
 		return nil, &Error{Kind: ErrLimit, Detail: fmt.Sprintf("input of %d bytes is over the %d-byte limit", len(data), opts.MaxInputBytes)}
 	}
-	d := decoder{data: data, opts: opts, stack: make([]any, 0, 64), budget: outputBudget(len(data), opts)}
+	d := decoder{data: data, opts: opts, stack: make([]any, 0, 64), budget: outputBudget(len(data), opts), stream: streaming{mark: -1}}
 	return d.run()
 }
 
@@ -346,6 +354,8 @@ type decoder struct {
 	// tree is what the decoded values hold: live without the expansion of
 	// memo references (Options.MaxTreeBytes).
 	tree int64
+	// stream is the list whose items go to Options.Stream (stream.go).
+	stream streaming
 }
 
 func (d *decoder) run() (any, error) {
@@ -372,6 +382,7 @@ func (d *decoder) run() (any, error) {
 				err = d.fail(ErrLimit, "more than %d open MARKs", d.opts.MaxDepth)
 			} else {
 				d.marks = append(d.marks, len(d.stack))
+				d.startStream()
 			}
 		case opEmptyDict:
 			err = d.push(d.slabs.dict())

@@ -117,6 +117,9 @@ func (d *decoder) pushWeighing(v any, w, t int64) error {
 	if d.values > d.opts.MaxValues {
 		return d.fail(ErrLimit, "more than %d values", d.opts.MaxValues)
 	}
+	if err := d.beforePush(); err != nil {
+		return err
+	}
 	if err := d.grow(w); err != nil {
 		return err
 	}
@@ -183,6 +186,9 @@ func (d *decoder) intoMarked(code byte) error {
 	}
 	target := d.stack[len(d.stack)-1]
 	if code == opAppends {
+		if streamed, err := d.endStream(len(d.stack), items); streamed || err != nil {
+			return err
+		}
 		return d.appendItems(target, items)
 	}
 	return d.setItems(target, items)
@@ -344,6 +350,7 @@ func (d *decoder) put(code byte) error {
 		return d.fail(ErrLimit, "memo index %d is over the %d-entry limit", idx, d.opts.MaxMemoEntries)
 	}
 	v := d.stack[len(d.stack)-1]
+	d.memoized(v)
 	switch n := uint64(len(d.memo)); {
 	case idx < n:
 		d.memo[idx] = v
