@@ -299,10 +299,8 @@ type parsedRanks struct {
 	ok    bool
 }
 
-// mapDump maps a decoded dump of n input bytes; opts must have its
-// defaults set.
-func mapDump(top any, n int, opts Options) (*Dump, []Warning, error) {
-	p := newParser(n, opts)
+// mapDump maps the decoded dump top; p.opts must have its defaults set.
+func (p *parser) mapDump(top any) (*Dump, []Warning, error) {
 	fields, err := fieldsOf(top, func() string { return "(top level)" })
 	if err != nil {
 		return nil, nil, err

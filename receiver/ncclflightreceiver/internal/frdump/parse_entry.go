@@ -18,8 +18,8 @@ func (p *parser) entries(val any) error {
 	if !ok {
 		return &FieldError{Path: "entries", Want: "a list", Got: describe(val)}
 	}
-	if len(list) > p.opts.MaxEntries {
-		return tooManyEntries(len(list), p.opts.MaxEntries)
+	if p.entryCount+len(list) > p.opts.MaxEntries { // entries streamed before count
+		return tooManyEntries(p.entryCount+len(list), p.opts.MaxEntries)
 	}
 	if !p.charge(len(list), entryBytes, "entries") {
 		return p.overErr
@@ -37,11 +37,16 @@ func (p *parser) entries(val any) error {
 		p.entryCount = len(list)
 		return nil
 	}
+	first := p.entryCount // entries the decoder streamed (pickle) come first
 	for i, ev := range list {
 		// The decoded entry is not needed again: let it go as its Entry
 		// is handed over, so that the tree shrinks as the mapping goes.
 		list[i] = nil
-		if err := p.stream(i, len(list), ev); err != nil {
+		n := -1
+		if first == 0 {
+			n = len(list)
+		}
+		if err := p.stream(first+i, n, ev); err != nil {
 			return err
 		}
 	}
@@ -54,22 +59,32 @@ func tooManyEntries(n, limit int) error {
 
 // stream maps entry i of n (-1: unknown) and hands it to Options.Entry.
 func (p *parser) stream(i, n int, v any) error {
+	mapErr, entryErr := p.streamOne(i, n, v)
+	if mapErr != nil {
+		return mapErr
+	}
+	return entryErr
+}
+
+// streamOne maps entry i of n and hands it to Options.Entry, reporting a
+// mapping error and Options.Entry's apart.
+func (p *parser) streamOne(i, n int, v any) (mapErr, entryErr error) {
 	p.cur = Entry{}
 	if err := p.entry(i, v, &p.cur); err != nil {
-		return err
+		return err, nil
 	}
 	if p.overErr != nil {
-		return p.overErr
+		return p.overErr, nil
 	}
 	p.entryCount++
 	if err := p.opts.Entry(i, n, &p.cur); err != nil {
-		return err
+		return nil, err
 	}
 	p.sizeArena.reset()
 	p.sizeListArena.reset()
 	p.frameArena.reset()
 	p.stringArena.reset()
-	return nil
+	return nil, nil
 }
 
 func (p *parser) entry(idx int, v any, e *Entry) error {
