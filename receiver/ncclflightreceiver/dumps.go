@@ -30,18 +30,20 @@ import (
 
 const (
 	// decodeBytesPerInputByte estimates what decoding a pickle dump holds
-	// per byte of it: the input, its decoded tree (8.3 times the input for
-	// honest dumps, frames shared through the memo) and the records built
-	// from it (BENCHMARKS.md). It decides only whether the records of
-	// other jobs are forgotten to make room before a dump is decoded; the
-	// decode itself is capped by what is free.
-	decodeBytesPerInputByte = 12
+	// per byte of it: the input, the records built from it and, streamed
+	// as torch's pickler writes it (entries never memoized), one entry at
+	// a time and what the memo keeps (0.33 MB for 20,000 entries); a dump
+	// whose entries are memoized (Python's pickler) is decoded whole, its
+	// tree 8.3 times the input (BENCHMARKS.md). It decides only whether
+	// the records of other jobs are forgotten to make room before a dump
+	// is decoded; the decode itself is capped by what is free.
+	decodeBytesPerInputByte = 4
 	// treeShareOfFree is the part of what is free, besides the input's
 	// bytes, that a pickle's decoded tree may take (frdump.Options.
 	// MaxTreeBytes); the rest is for the records built from it. The tree's
 	// count is its heap within treeHeapPercent and the decoder's slabs
 	// (TestParseTreeBudget).
-	treeShareOfFree = 7.0 / 8
+	treeShareOfFree = 3.0 / 4
 	treeHeapPercent = 105
 	treeSlackBytes  = 64 << 10
 	// analysisBytesPerOp is what a cross-rank analysis holds at most for
@@ -306,7 +308,13 @@ func (r *ncclReceiver) decodeDump(ctx context.Context, f watch.File, dir string,
 	if f.Size > r.cfg.FlightRecorder.MaxFileSize { // the per-file cap first: it is the dump's fault, not the node's
 		return refuse(reasonTooLarge, "cannot read dump, skipping it", fmt.Errorf("%w: %d bytes, flight_recorder::max_file_size %d", watch.ErrTooLarge, f.Size, r.cfg.FlightRecorder.MaxFileSize))
 	}
-	r.makeRoom(dir, max(f.Size, 0)*decodeBytesPerInputByte)
+	r.makeRoom(dir, func() int64 {
+		// What decoding it needs, and what its records and the analysis
+		// of its job will need beside what is kept (analysisNeed: a
+		// torch pickle holds an entry in some 185 bytes).
+		size := max(f.Size, 0)
+		return max(size*decodeBytesPerInputByte, size/2+r.analysisNeed(dir, rank, int(size/128)))
+	})
 	avail := r.budget.free()
 	if f.Size >= avail {
 		return overBudget(nil)
@@ -388,11 +396,11 @@ func (r *ncclReceiver) keptRanks() int {
 }
 
 // makeRoom forgets the records of other directories (jobs), those read
-// least recently first, until need bytes are free or none is left: a job
-// that ended must not keep the budget from the ones running. A job whose
-// records were forgotten is analysed again from its next dumps.
-func (r *ncclReceiver) makeRoom(dir string, need int64) {
-	for r.budget.free() < need {
+// least recently first, until need() bytes are free or none is left: a
+// job that ended must not keep the budget from the ones running. A job
+// whose records were forgotten is analysed again from its next dumps.
+func (r *ncclReceiver) makeRoom(dir string, need func() int64) {
+	for r.budget.free() < need() {
 		victim, oldest := "", uint64(0)
 		for d := range r.latest {
 			if d != dir && (victim == "" || r.lastRead[d] < oldest) {
