@@ -38,7 +38,15 @@ const oneJobRanks = 16
 // pg_status_divergence finding that names it reaches otlp_logs with the
 // progress of every rank as evidence; every rank's spans reach otlp_spans.
 // Before the budget, eight such dumps held the agent at 555 MiB (peak
-// 813 MiB) and sixteen reached 1 GiB.
+// 813 MiB) and sixteen reached 1 GiB. The agent's peak also holds what
+// the traces pipeline keeps of the dumps' spans: stepspan's
+// max_collectives_per_rank (4,096) per rank for orphan_after (30 s), and
+// the dropped ones its slices still reference; with sixteen ranks that is
+// what takes the agent over its limit until stepspan is bounded
+// (BENCHMARKS.md, issue 29).
+//
+// A peak over the limit fails the test after everything else was checked,
+// and the numbers are logged whatever happens (BENCHMARKS.md).
 func TestDumpMemoryOneJob(t *testing.T) {
 	ranks := oneJobRanks
 	if v := os.Getenv("OTELCOL_GPU_E2E_DUMP_RANKS"); v != "" {
