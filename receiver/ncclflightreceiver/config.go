@@ -61,6 +61,16 @@ type FlightRecorderConfig struct {
 	// pickle dumps are capped at 8 MiB by the parser); bigger ones are
 	// skipped unread.
 	MaxFileSize int64 `mapstructure:"max_file_size"`
+	// DecodeBudget bounds, in bytes, what the flight recorder input holds
+	// at once whatever the number of jobs, ranks and dumps: the dump being
+	// decoded (its bytes, its decoded tree, the records built from it), the
+	// records each rank keeps for the cross-rank analysis and the
+	// operations waiting for a later dump. Dumps are decoded one at a
+	// time, each with what the others' records leave free; one that needs
+	// more is skipped (counted as over_decode_budget) and its job analysed
+	// without it. 0 (the default): half of GOMEMLIMIT, else a quarter of
+	// the cgroup's memory limit, else 64 MiB. At least 8 MiB when set.
+	DecodeBudget int64 `mapstructure:"decode_budget"`
 	// IncompleteAfter: a collective seen scheduled or started is emitted as
 	// not completed once no newer dump of its rank completed it for this
 	// long (default 2m).
@@ -120,6 +130,9 @@ func (cfg *Config) Validate() error {
 	}
 	if fr.MaxFileSize <= 0 {
 		errs = append(errs, fmt.Errorf("flight_recorder::max_file_size: must be greater than 0, got %d", fr.MaxFileSize))
+	}
+	if fr.DecodeBudget < 0 || fr.DecodeBudget > 0 && fr.DecodeBudget < minDecodeBudget {
+		errs = append(errs, fmt.Errorf("flight_recorder::decode_budget: %d bytes: want 0 (derived from the memory limit) or at least %d (8 MiB)", fr.DecodeBudget, minDecodeBudget))
 	}
 	if fr.Rank < -1 {
 		errs = append(errs, fmt.Errorf("flight_recorder::rank: %d is not a rank (-1 for unknown)", fr.Rank))

@@ -36,10 +36,11 @@ func itoa(i int) string { return string(rune('0' + i)) }
 // finished as error spans.
 func TestGoldenHangRankTraces(t *testing.T) {
 	d := parseFixture(t, "dp4-hang2-v2.4", 2)
-	res := rankResource{host: "xl003", job: "llama-70b", rank: 2, worldSize: worldSize(d)}
+	res := rankResource{host: "xl003", job: "llama-70b", rank: 2, worldSize: worldSize(d.PGConfig)}
 	actual, spans := newRankTraces(res, "test")
-	for i := range d.Entries {
-		entrySpan(spans.AppendEmpty(), res, &d.Entries[i])
+	rk := analysis.Compact(2, d)
+	for i := range rk.Ops {
+		entrySpan(spans.AppendEmpty(), res, &rk.Ops[i])
 	}
 	compareTraces(t, "dp4-hang2_rank2_traces.yaml", actual)
 }

@@ -81,15 +81,18 @@ func severityText(s plog.SeverityNumber) string {
 // Reasons an input is refused: the reason attribute of
 // otelcol_ncclflight_bad_inputs, and part of the log line.
 const (
-	reasonTooLarge       = "too_large"        // a dump over flight_recorder::max_file_size
-	reasonUnreadable     = "unreadable"       // a dump that cannot be read
-	reasonUndecodable    = "undecodable"      // a dump that is not a flight recorder dump
-	reasonOverBudget     = "over_budget"      // a dump whose decoding would exceed the memory budget or entry cap
-	reasonPoisoned       = "poisoned"         // a dump the previous run died decoding
-	reasonUnavailable    = "unavailable"      // the RAS service did not answer
-	reasonNoPatternMatch = "no_pattern_match" // a dump directory where no file matches the patterns
-	reasonMalformedLine  = "malformed_line"   // an inspector line that does not parse
-	reasonOverlongLine   = "overlong_line"    // an inspector line over the line cap
+	reasonTooLarge    = "too_large"   // a dump over flight_recorder::max_file_size
+	reasonUnreadable  = "unreadable"  // a dump that cannot be read
+	reasonUndecodable = "undecodable" // a dump that is not a flight recorder dump
+	reasonOverBudget  = "over_budget" // a dump whose decoding would exceed its own memory budget or the entry cap
+	// reasonOverDecodeBudget: a dump that does not fit in what the decode
+	// budget has free (budget.go).
+	reasonOverDecodeBudget = "over_decode_budget"
+	reasonPoisoned         = "poisoned"         // a dump of a batch the previous run died reading
+	reasonUnavailable      = "unavailable"      // the RAS service did not answer
+	reasonNoPatternMatch   = "no_pattern_match" // a dump directory where no file matches the patterns
+	reasonMalformedLine    = "malformed_line"   // an inspector line that does not parse
+	reasonOverlongLine     = "overlong_line"    // an inspector line over the line cap
 )
 
 // maxLoggedRejections bounds the inputs remembered as logged; refusals

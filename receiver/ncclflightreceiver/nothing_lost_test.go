@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/watch"
 )
 
 // errMemoryLimit is what the memory limiter returns when it refuses data.
@@ -172,7 +174,8 @@ func TestRefusedSpansAreReadAgain(t *testing.T) {
 	g := &gate{}
 	e := startObserved(t, fastConfig(dir), observeOptions{store: store, tracesGate: g})
 	defer e.stop(t)
-	require.Eventually(t, func() bool { return g.refused.Load() >= 3 }, 20*time.Second, 10*time.Millisecond,
+	// A request per dump: three batches of eight.
+	require.Eventually(t, func() bool { return g.refused.Load() >= 3*8 }, 20*time.Second, 10*time.Millisecond,
 		"the refused dumps are read again")
 	assert.Zero(t, e.traces.SpanCount())
 	assert.Zero(t, store.setsOf(stateKey), "no progress saved while the spans are refused")
@@ -254,22 +257,26 @@ func TestRefusedFindingsAreReportedAgain(t *testing.T) {
 	assert.Equal(t, 8*50, e.traces.SpanCount(), "findings reported again without emitting spans again")
 }
 
-// A dump the collector dies decoding (here: the storage as it was when the
-// decoding started, as a crash would leave it) is poisoned at the next
-// start: counted, logged and not decoded again, until the file changes.
-func TestDumpPoisonedWhenARunDiesDecodingIt(t *testing.T) {
+// A batch the collector dies reading (here: the storage as it was when the
+// batch was recorded as being read, as a crash would leave it) is poisoned
+// at the next start, every dump of it, whichever the run died on: counted,
+// logged and not decoded again, until a file changes. A crash that killed
+// the agent for the memory of the whole batch cannot come back on the next
+// dump of it after every restart.
+func TestBatchPoisonedWhenARunDiesReadingIt(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join("internal", "frdump", "testdata", "dp4-healthy-v2.7")
-	for _, name := range []string{"nccl_trace_rank_0", "nccl_trace_rank_1"} {
+	var batch []string
+	for _, name := range []string{"nccl_trace_rank_0", "nccl_trace_rank_1", "nccl_trace_rank_2"} {
 		data, err := os.ReadFile(filepath.Join(src, name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+		batch = append(batch, filepath.Join(dir, name))
 	}
-	crashing := filepath.Join(dir, "nccl_trace_rank_1")
 	var atCrash map[string][]byte
 	store := &memStorage{data: map[string][]byte{}, onSet: func(key string, data map[string][]byte) {
 		var m decodingMark
-		if key == decodingKey && atCrash == nil && json.Unmarshal(data[key], &m) == nil && m.Path == crashing {
+		if key == decodingKey && atCrash == nil && json.Unmarshal(data[key], &m) == nil {
 			atCrash = maps.Clone(data)
 		}
 	}}
@@ -279,21 +286,28 @@ func TestDumpPoisonedWhenARunDiesDecodingIt(t *testing.T) {
 	store.mu.Lock()
 	snapshot := atCrash
 	store.mu.Unlock()
-	require.NotNil(t, snapshot, "the dump was recorded as being decoded before it was decoded")
-	_, marked := snapshot[decodingKey]
-	require.True(t, marked)
+	require.NotNil(t, snapshot, "the batch was recorded as being read before its first dump was decoded")
+	var mark decodingMark
+	require.NoError(t, json.Unmarshal(snapshot[decodingKey], &mark))
+	var marked []string
+	for _, d := range mark.dumps() {
+		marked = append(marked, d.Path)
+	}
+	require.ElementsMatch(t, batch, marked, "the whole batch is recorded, in one write")
 
-	// The next run on what the crash left: rank 0 is read, rank 1 is not.
+	// The next run on what the crash left: no dump of the batch is read.
 	restartStore := &memStorage{data: snapshot}
 	restarted := startObserved(t, fastConfig(dir), observeOptions{store: restartStore})
 	defer restarted.stop(t)
 	require.Eventually(t, func() bool {
-		return restarted.refusedInputs(t, semconv.NCCLSourceFlightRecorder, reasonPoisoned) == 1
+		return restarted.refusedInputs(t, semconv.NCCLSourceFlightRecorder, reasonPoisoned) == 3
 	}, 20*time.Second, 10*time.Millisecond)
-	logged := restarted.obs.FilterMessageSnippet("stopped while decoding this dump").All()
-	require.Len(t, logged, 1)
-	assert.Equal(t, crashing, logged[0].ContextMap()["path"])
-	assert.Equal(t, reasonPoisoned, logged[0].ContextMap()["reason"])
+	logged := restarted.obs.FilterMessageSnippet("stopped while reading the batch of dumps").All()
+	require.Len(t, logged, 3)
+	for i, l := range logged {
+		assert.Contains(t, batch, l.ContextMap()["path"], i)
+		assert.Equal(t, reasonPoisoned, l.ContextMap()["reason"])
+	}
 	rankSpans := func(want int64) int {
 		n := 0
 		for _, td := range restarted.traces.AllTraces() {
@@ -306,16 +320,68 @@ func TestDumpPoisonedWhenARunDiesDecodingIt(t *testing.T) {
 		return n
 	}
 	time.Sleep(300 * time.Millisecond) // many rescans
-	assert.Zero(t, rankSpans(1), "the poisoned dump is not decoded")
-	assert.Equal(t, int64(1), restarted.refusedInputs(t, semconv.NCCLSourceFlightRecorder, reasonPoisoned), "counted once")
+	assert.Zero(t, restarted.traces.SpanCount(), "no poisoned dump is decoded")
+	assert.Equal(t, int64(3), restarted.refusedInputs(t, semconv.NCCLSourceFlightRecorder, reasonPoisoned), "counted once each")
 	st, err := loadState(context.Background(), &memClient{m: restartStore})
 	require.NoError(t, err)
-	assert.Contains(t, st.Poisoned, crashing, "remembered across restarts")
+	for _, p := range batch {
+		assert.Contains(t, st.Poisoned, p, "remembered across restarts")
+	}
 
-	// A new version of the file is read.
+	// A new version of a file is read; the others stay poisoned.
 	later := time.Now().Add(time.Minute)
-	require.NoError(t, os.Chtimes(crashing, later, later))
+	require.NoError(t, os.Chtimes(batch[1], later, later))
 	require.Eventually(t, func() bool { return rankSpans(1) > 0 }, 20*time.Second, 10*time.Millisecond)
+	assert.Zero(t, rankSpans(0)+rankSpans(2))
+}
+
+// A run that dies after it saved the state of a batch it read in full, but
+// before it cleared the batch's record, poisons nothing: those versions
+// were read. A record in the form 0.2.0 and earlier wrote (one dump)
+// still poisons its dump.
+func TestBatchReadInFullIsNotPoisoned(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("internal", "frdump", "testdata", "dp4-healthy-v2.7")
+	for _, name := range []string{"nccl_trace_rank_0", "nccl_trace_rank_1"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	var atCrash map[string][]byte
+	store := &memStorage{data: map[string][]byte{}, onSet: func(key string, data map[string][]byte) {
+		if _, marked := data[decodingKey]; key == stateKey && marked && atCrash == nil {
+			atCrash = maps.Clone(data)
+		}
+	}}
+	first := startObserved(t, fastConfig(dir), observeOptions{store: store})
+	require.Eventually(t, func() bool { return first.traces.SpanCount() > 0 }, 20*time.Second, 10*time.Millisecond)
+	first.stop(t)
+	store.mu.Lock()
+	snapshot := atCrash
+	store.mu.Unlock()
+	require.NotNil(t, snapshot, "the state was saved before the batch's record was cleared")
+
+	restartStore := &memStorage{data: snapshot}
+	restarted := startObserved(t, fastConfig(dir), observeOptions{store: restartStore})
+	time.Sleep(300 * time.Millisecond) // many rescans
+	assert.Zero(t, restarted.refusedInputs(t, semconv.NCCLSourceFlightRecorder, reasonPoisoned))
+	assert.Zero(t, restarted.traces.SpanCount(), "read before: not emitted again")
+	restarted.stop(t)
+
+	// The one-dump record of an older version.
+	crashing := filepath.Join(dir, "nccl_trace_rank_1")
+	info, err := os.Stat(crashing)
+	require.NoError(t, err)
+	key := watch.File{Path: crashing, Size: info.Size(), ModTime: info.ModTime(), Inode: inodeOf(t, info)}.Key()
+	old, err := json.Marshal(map[string]any{"path": crashing, "key": key, "at": 1})
+	require.NoError(t, err)
+	oldStore := &memStorage{data: map[string][]byte{decodingKey: old}}
+	upgraded := startObserved(t, fastConfig(dir), observeOptions{store: oldStore})
+	defer upgraded.stop(t)
+	require.Eventually(t, func() bool {
+		return upgraded.refusedInputs(t, semconv.NCCLSourceFlightRecorder, reasonPoisoned) == 1
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return upgraded.traces.SpanCount() > 0 }, 20*time.Second, 10*time.Millisecond)
 }
 
 // Fifteen bad dumps under the collector's log sampling: fifteen in the
@@ -501,7 +567,7 @@ func TestRefusedIncompleteOperationsAreEmittedLater(t *testing.T) {
 	control.stop(t)
 
 	g := &gate{}
-	g.free.Store(1) // the dumps' batch passes, the flushes are refused
+	g.free.Store(4) // the four dumps' requests pass, the flushes are refused
 	e := run(g)
 	defer e.stop(t)
 	require.Eventually(t, func() bool { return g.refused.Load() >= 3 }, 20*time.Second, 10*time.Millisecond)
@@ -531,4 +597,12 @@ func TestRejectionsLogBounded(t *testing.T) {
 	assert.Contains(t, summary[0].Message, "flight_recorder/undecodable: 4")
 	j.summarize()
 	assert.Equal(t, 1, obs.FilterMessageSnippet("more inputs refused").Len(), "nothing new, no line")
+}
+
+// inodeOf is the inode the watcher keys a file version with.
+func inodeOf(t *testing.T, info os.FileInfo) uint64 {
+	t.Helper()
+	st, ok := info.Sys().(*syscall.Stat_t)
+	require.True(t, ok)
+	return st.Ino
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -14,9 +15,10 @@ import (
 const (
 	stateKey     = "ncclflight.state"
 	inspectorKey = "ncclflight.inspector"
-	// decodingKey names the dump being decoded, written before decoding
-	// starts and deleted after: found at start, it names the dump that
-	// killed the process, which is then poisoned instead of read again.
+	// decodingKey names the dumps of the batch being read, written before
+	// the first is decoded and deleted after the batch: found at start, it
+	// names the batch that killed the process, whose dumps are then
+	// poisoned instead of read again.
 	decodingKey = "ncclflight.decoding"
 	// Bounds of what is remembered: enough for every dump path and finding
 	// of a long job, small enough to rewrite on every dump.
@@ -131,14 +133,30 @@ func loadState(ctx context.Context, c storage.Client) (*persistedState, error) {
 	return st, nil
 }
 
-// decodingMark is the dump being decoded (decodingKey).
+// decodingMark is the batch of dumps being read (decodingKey). Versions
+// 0.2.0 and earlier wrote one dump, in Path and Key.
 type decodingMark struct {
-	Path string `json:"path"`
-	Key  string `json:"key"`
-	At   int64  `json:"at"`
+	Path  string       `json:"path,omitempty"`
+	Key   string       `json:"key,omitempty"`
+	Batch []markedDump `json:"batch,omitempty"`
+	At    int64        `json:"at"`
 }
 
-// markDecoding records, before a dump is decoded, which one it is.
+// markedDump is one version of a dump (watch.File.Key).
+type markedDump struct {
+	Path string `json:"path"`
+	Key  string `json:"key"`
+}
+
+// dumps lists the marked dumps, whichever form the mark has.
+func (m *decodingMark) dumps() []markedDump {
+	if m.Path != "" {
+		return append([]markedDump{{Path: m.Path, Key: m.Key}}, m.Batch...)
+	}
+	return m.Batch
+}
+
+// markDecoding records, before a batch is decoded, which dumps it holds.
 func markDecoding(ctx context.Context, c storage.Client, m decodingMark) error {
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -150,7 +168,7 @@ func markDecoding(ctx context.Context, c storage.Client, m decodingMark) error {
 	return nil
 }
 
-// clearDecoding records that the dump being decoded was decoded (or refused).
+// clearDecoding records that the batch being read was read.
 func clearDecoding(ctx context.Context, c storage.Client) error {
 	if err := c.Delete(ctx, decodingKey); err != nil {
 		return fmt.Errorf("ncclflightreceiver: clearing the dump being decoded: %w", err)
@@ -158,16 +176,16 @@ func clearDecoding(ctx context.Context, c storage.Client) error {
 	return nil
 }
 
-// loadDecoding returns the dump whose decoding a previous process started
-// and never finished, if any.
+// loadDecoding returns the batch a previous process started reading and
+// never finished, if any.
 func loadDecoding(ctx context.Context, c storage.Client) (*decodingMark, error) {
 	data, err := c.Get(ctx, decodingKey)
 	if err != nil || data == nil {
 		return nil, err
 	}
 	var m decodingMark
-	if err := json.Unmarshal(data, &m); err != nil || m.Path == "" {
-		return nil, fmt.Errorf("ncclflightreceiver: the record of the dump being decoded is damaged (%q)", data)
+	if err := json.Unmarshal(data, &m); err != nil || len(m.dumps()) == 0 || slices.ContainsFunc(m.dumps(), func(d markedDump) bool { return d.Path == "" }) {
+		return nil, fmt.Errorf("ncclflightreceiver: the record of the dumps being decoded is damaged (%.200q)", data)
 	}
 	return &m, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/analysis"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/inspector"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
@@ -148,7 +149,7 @@ func appendRankSpans(td ptrace.Traces, res rankResource, version string) ptrace.
 // watchdog's discovered start (else the enqueue), end at start + the
 // CUDA-event duration when timing is on, else at the discovered completion.
 // A collective that timed out or never completed has status Error.
-func entrySpan(span ptrace.Span, res rankResource, e *frdump.Entry) {
+func entrySpan(span ptrace.Span, res rankResource, e *analysis.Op) {
 	kind, seq := "collective", e.CollectiveSeqID
 	if e.IsP2P {
 		kind, seq = "p2p", e.P2PSeqID

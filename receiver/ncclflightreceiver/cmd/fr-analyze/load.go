@@ -12,16 +12,20 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/analysis"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 )
 
-// input is one dump read and decoded.
+// input is one dump read and decoded into what the analysis keeps of it
+// (analysis.Rank: some 100 bytes an entry, not the dump's kilobytes), so
+// that the dumps of a large job fit in memory together.
 type input struct {
-	path  string
-	rank  int
-	form  string // pickle | json
-	mtime int64  // the file's, ns
-	dump  *frdump.Dump
+	path    string
+	rank    int
+	form    string // pickle | json
+	mtime   int64  // the file's, ns
+	version string // the dump's schema version
+	records *analysis.Rank
 }
 
 // fileProblem is a file that did not take part in the analysis, and why.
@@ -115,7 +119,13 @@ func (l *loaded) read(byRank map[int]input, path string, named bool, maxFileSize
 		l.errors = append(l.errors, fileProblem{path, err.Error()})
 		return
 	}
-	dump, warnings, err := frdump.Parse(data)
+	b := analysis.NewBuilder(-1, 0)
+	dump, warnings, err := frdump.ParseWithOptions(data, frdump.Options{Entry: func(i, n int, e *frdump.Entry) error {
+		if i == 0 && n > 0 {
+			_ = b.Grow(n) // no Limit: never fails
+		}
+		return b.Add(e)
+	}})
 	if err != nil {
 		if errors.Is(err, frdump.ErrUnknownFormat) && !named {
 			l.skipped = append(l.skipped, fileProblem{path, "not a flight recorder dump"})
@@ -143,7 +153,13 @@ func (l *loaded) read(byRank map[int]input, path string, named bool, maxFileSize
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
 		form = "json"
 	}
-	in := input{path: path, rank: rank, form: form, mtime: info.ModTime().UnixNano(), dump: dump}
+	records, err := b.Finish(dump)
+	if err != nil { // no Limit: never
+		l.errors = append(l.errors, fileProblem{path, err.Error()})
+		return
+	}
+	records.Rank = rank
+	in := input{path: path, rank: rank, form: form, mtime: info.ModTime().UnixNano(), version: dump.Version.Raw, records: records}
 	prev, dup := byRank[rank]
 	if !dup {
 		byRank[rank] = in

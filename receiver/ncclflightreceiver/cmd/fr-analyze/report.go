@@ -54,15 +54,15 @@ type finding struct {
 // analyze runs the receiver's analysis over the dumps read.
 func analyze(l *loaded, opts analysis.Options) result {
 	res := result{Warnings: l.warnings, Skipped: l.skipped, Errors: l.errors}
-	dumps := make([]analysis.RankDump, len(l.dumps))
+	ranks := make([]*analysis.Rank, len(l.dumps))
 	for i, in := range l.dumps {
-		dumps[i] = analysis.RankDump{Rank: in.rank, Dump: in.dump}
+		ranks[i] = in.records
 		res.Dumps = append(res.Dumps, dumpInfo{
-			Path: in.path, Rank: in.rank, Form: in.form, Version: in.dump.Version.Raw,
-			Entries: len(in.dump.Entries), DumpedAt: time.Unix(0, in.mtime).UTC().Format(time.RFC3339),
+			Path: in.path, Rank: in.rank, Form: in.form, Version: in.version,
+			Entries: len(in.records.Ops), DumpedAt: time.Unix(0, in.mtime).UTC().Format(time.RFC3339),
 		})
 	}
-	rep := analysis.Analyze(dumps, opts)
+	rep := analysis.AnalyzeRanks(ranks, opts)
 	res.Ranks, res.WindowStartRecordID = rep.Ranks, rep.WindowStartRecordID
 	res.Findings = make([]finding, 0, len(rep.Findings))
 	for _, f := range rep.Findings {

@@ -4,15 +4,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 )
 
 // rankView is one rank's dump with the entries inside the common window.
 type rankView struct {
 	rank   int
-	dump   *frdump.Dump
-	window []*frdump.Entry // entries with RecordID >= aligned.windowStart, dump order
+	r      *Rank
+	window []*Op // entries with RecordID >= aligned.windowStart, dump order
 }
 
 // aligned is the dumps lined up for comparison.
@@ -54,11 +52,11 @@ type group struct {
 // collective is one collective_seq_id across the participants.
 type collective struct {
 	seq     int64
-	entries []*frdump.Entry // indexed like group.ranks; nil: the rank has no such entry
+	entries []*Op // indexed like group.ranks; nil: the rank has no such entry
 }
 
 // first returns the first rank's entry present.
-func (c *collective) first() *frdump.Entry {
+func (c *collective) first() *Op {
 	for _, e := range c.entries {
 		if e != nil {
 			return e
@@ -69,7 +67,7 @@ func (c *collective) first() *frdump.Entry {
 
 // isP2P tells point-to-point operations apart; older dumps may lack is_p2p,
 // so the profiling name ("nccl:send 1->2", "nccl:recv 2<-1") also counts.
-func isP2P(e *frdump.Entry) bool {
+func isP2P(e *Op) bool {
 	if e.IsP2P {
 		return true
 	}
@@ -78,22 +76,22 @@ func isP2P(e *frdump.Entry) bool {
 }
 
 // groupName is the name all ranks share for a process group.
-func groupName(e *frdump.Entry) string {
+func groupName(e *Op) string {
 	if e.PGName != "" {
 		return e.PGName
 	}
 	return strconv.FormatInt(e.PGID, 10)
 }
 
-// align drops nil and duplicate dumps, trims every rank to the common window
-// and builds the per-group alignment.
-func align(dumps []RankDump) *aligned {
-	byRank := make(map[int]*rankView, len(dumps))
-	for _, d := range dumps {
-		if d.Dump == nil {
+// align drops nil and duplicate ranks, trims every rank to the common
+// window and builds the per-group alignment.
+func align(ranks []*Rank) *aligned {
+	byRank := make(map[int]*rankView, len(ranks))
+	for _, r := range ranks {
+		if r == nil {
 			continue
 		}
-		byRank[d.Rank] = &rankView{rank: d.Rank, dump: d.Dump} // a later dump of a rank wins
+		byRank[r.Rank] = &rankView{rank: r.Rank, r: r} // a later dump of a rank wins
 	}
 	al := &aligned{views: make([]*rankView, 0, len(byRank))}
 	for _, v := range byRank {
@@ -104,19 +102,19 @@ func align(dumps []RankDump) *aligned {
 	// The ring buffer wrapped at different points on each rank: keep only what
 	// every rank still holds (fr_trace's align_trace_from_beginning).
 	for _, v := range al.views {
-		if len(v.dump.Entries) == 0 {
+		if len(v.r.Ops) == 0 {
 			continue
 		}
-		first := v.dump.Entries[0].RecordID
-		for i := range v.dump.Entries {
-			first = min(first, v.dump.Entries[i].RecordID)
+		first := v.r.Ops[0].RecordID
+		for i := range v.r.Ops {
+			first = min(first, v.r.Ops[i].RecordID)
 		}
 		al.windowStart = max(al.windowStart, first)
 	}
 	for _, v := range al.views {
-		v.window = make([]*frdump.Entry, 0, len(v.dump.Entries))
-		for i := range v.dump.Entries {
-			if e := &v.dump.Entries[i]; e.RecordID >= al.windowStart {
+		v.window = make([]*Op, 0, len(v.r.Ops))
+		for i := range v.r.Ops {
+			if e := &v.r.Ops[i]; e.RecordID >= al.windowStart {
 				v.window = append(v.window, e)
 			}
 		}
@@ -133,8 +131,8 @@ func buildGroups(views []*rankView) []*group {
 	// Pass 1: participants and their newest seq, from whole dumps, so that a
 	// rank whose window holds nothing of a group still counts as missing.
 	for _, v := range views {
-		for i := range v.dump.Entries {
-			e := &v.dump.Entries[i]
+		for i := range v.r.Ops {
+			e := &v.r.Ops[i]
 			if isP2P(e) {
 				continue
 			}
@@ -189,7 +187,7 @@ func fillCollectives(g *group, participant map[int]int) {
 			if !ok {
 				ci = len(g.colls)
 				index[e.CollectiveSeqID] = ci
-				g.colls = append(g.colls, collective{seq: e.CollectiveSeqID, entries: make([]*frdump.Entry, n)})
+				g.colls = append(g.colls, collective{seq: e.CollectiveSeqID, entries: make([]*Op, n)})
 			}
 			if g.colls[ci].entries[idx] == nil { // a repeated seq on one rank: keep the first
 				g.colls[ci].entries[idx] = e
@@ -215,7 +213,7 @@ func fillCollectives(g *group, participant map[int]int) {
 // lists them.
 func expectedRanks(name string, views []*rankView) []int {
 	for _, v := range views {
-		if cfg, ok := v.dump.PGConfig[name]; ok && cfg.Ranks != nil {
+		if cfg, ok := v.r.PGConfig[name]; ok && cfg.Ranks != nil {
 			r := append([]int(nil), cfg.Ranks...)
 			sort.Ints(r)
 			return r

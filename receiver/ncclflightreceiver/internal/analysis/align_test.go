@@ -30,7 +30,7 @@ func TestAlignWrappedRingBuffer(t *testing.T) {
 	dumps[1].Dump.Entries = dumps[1].Dump.Entries[12:]
 	dumps[3].Dump.Entries = dumps[3].Dump.Entries[1:]
 
-	al := align(dumps)
+	al := alignDumps(dumps)
 	assert.Equal(t, int64(12), al.windowStart, "the largest first record_id")
 	require.Len(t, al.groups, 1)
 	g := al.groups[0]
@@ -38,7 +38,7 @@ func TestAlignWrappedRingBuffer(t *testing.T) {
 	require.Len(t, g.colls, 28)
 	assert.Equal(t, int64(13), g.colls[0].seq, "record 12 is collective 13")
 	for _, c := range g.colls {
-		assert.NotContains(t, c.entries, (*frdump.Entry)(nil), "seq %d", c.seq)
+		assert.NotContains(t, c.entries, (*Op)(nil), "seq %d", c.seq)
 	}
 	for _, v := range al.views {
 		assert.Len(t, v.window, 28, "rank %d", v.rank)
@@ -94,7 +94,7 @@ func TestAlignP2POnly(t *testing.T) {
 		}
 		dumps[r] = RankDump{Rank: r, Dump: d}
 	}
-	al := align(dumps)
+	al := alignDumps(dumps)
 	assert.Empty(t, al.groups, "p2p entries take no part in the alignment")
 	assert.Empty(t, Analyze(dumps, Options{}).Findings)
 }
@@ -114,7 +114,7 @@ func TestAlignP2PBetweenCollectives(t *testing.T) {
 		}
 		d.Entries = append(d.Entries, p2p)
 	}
-	al := align(dumps)
+	al := alignDumps(dumps)
 	require.Len(t, al.groups, 1)
 	assert.Len(t, al.groups[0].colls, 10)
 	assert.Equal(t, "nccl:all_reduce", al.groups[0].colls[4].entries[1].ProfilingName)
@@ -132,7 +132,7 @@ func TestAlignSeveralGroups(t *testing.T) {
 		}
 		d.PGConfig["1"] = frdump.PGConfig{Name: "1", Desc: "tp", Ranks: []int{2, 0}}
 	}
-	al := align(dumps)
+	al := alignDumps(dumps)
 	require.Len(t, al.groups, 2)
 	tp := al.groups[1]
 	assert.Equal(t, "1", tp.name)
@@ -141,4 +141,15 @@ func TestAlignSeveralGroups(t *testing.T) {
 	assert.Equal(t, []int{0, 2}, tp.expected)
 	assert.Len(t, tp.colls, 5)
 	assert.Empty(t, Analyze(dumps, Options{}).Findings)
+}
+
+// alignDumps aligns whole dumps, as Analyze does.
+func alignDumps(dumps []RankDump) *aligned {
+	ranks := make([]*Rank, 0, len(dumps))
+	for _, d := range dumps {
+		if d.Dump != nil {
+			ranks = append(ranks, Compact(d.Rank, d.Dump))
+		}
+	}
+	return align(ranks)
 }

@@ -194,10 +194,23 @@ func (o Options) withDefaults() Options {
 
 // Analyze compares the dumps and returns what it found. Nil dumps are
 // skipped; when a rank appears twice the later dump wins. Fewer than two
-// ranks yield only timeouts.
+// ranks yield only timeouts. It is AnalyzeRanks of each dump's Compact.
 func Analyze(dumps []RankDump, opts Options) Report {
+	ranks := make([]*Rank, 0, len(dumps))
+	for _, d := range dumps {
+		if d.Dump != nil {
+			ranks = append(ranks, Compact(d.Rank, d.Dump))
+		}
+	}
+	return AnalyzeRanks(ranks, opts)
+}
+
+// AnalyzeRanks compares the ranks' records and returns what it found. Nil
+// ranks are skipped; when a rank appears twice the later one wins. Fewer
+// than two ranks yield only timeouts.
+func AnalyzeRanks(ranks []*Rank, opts Options) Report {
 	opts = opts.withDefaults()
-	al := align(dumps)
+	al := align(ranks)
 	rep := Report{Ranks: al.rankIDs(), WindowStartRecordID: al.windowStart}
 
 	for _, g := range al.groups {

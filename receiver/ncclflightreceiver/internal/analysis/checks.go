@@ -60,7 +60,7 @@ func missingRanksFinding(g *group, c *collective, present, missing []int) Findin
 	var states []string
 	for i, pe := range c.entries {
 		r := g.ranks[i]
-		if st, ok := statusFor(g.views[i].dump, g); ok {
+		if st, ok := statusFor(g.views[i].r, g); ok {
 			ev[rankKey(r, "last_enqueued_collective")] = strconv.FormatInt(st.LastEnqueued, 10)
 			ev[rankKey(r, "last_completed_collective")] = strconv.FormatInt(st.LastCompleted, 10)
 		}
@@ -115,9 +115,9 @@ func addMissingRanksStacks(g *group, c *collective, ev map[string]string) {
 			}
 			var st string
 			if pe == nil {
-				st = pythonStack(g.views[i].dump)
+				st = g.views[i].r.NewestStack
 			} else {
-				st = stackText(pe.Frames)
+				st = pe.Stack
 			}
 			if st != "" {
 				ev[rankKey(g.ranks[i], EvidencePythonStack)] = st
@@ -152,7 +152,7 @@ func sameOrByValue(ranks []int, values []string) string {
 }
 
 // statusFor finds the pg_status of g in a dump: keyed by pg id, or by name.
-func statusFor(d *frdump.Dump, g *group) (frdump.PGStatus, bool) {
+func statusFor(d *Rank, g *group) (frdump.PGStatus, bool) {
 	if st, ok := d.PGStatus[strconv.FormatInt(g.id, 10)]; ok {
 		return st, true
 	}
@@ -163,11 +163,11 @@ func statusFor(d *frdump.Dump, g *group) (frdump.PGStatus, bool) {
 // field is one property every rank must agree on for a collective.
 type field struct {
 	key, label string
-	equal      func(a, b *frdump.Entry) bool
-	render     func(e *frdump.Entry) string
+	equal      func(a, b *Op) bool
+	render     func(e *Op) string
 	// empty values are skipped: the non-root side of gather/scatter holds no
 	// buffer.
-	empty func(e *frdump.Entry) bool
+	empty func(e *Op) bool
 	// sizesOnly fields are not compared for collectives whose sizes may
 	// legitimately differ per rank.
 	sizesOnly bool
@@ -175,25 +175,25 @@ type field struct {
 
 var fields = []field{
 	{key: "profiling_name", label: "collective type",
-		equal:  func(a, b *frdump.Entry) bool { return a.ProfilingName == b.ProfilingName },
-		render: func(e *frdump.Entry) string { return e.ProfilingName },
-		empty:  func(*frdump.Entry) bool { return false }},
+		equal:  func(a, b *Op) bool { return a.ProfilingName == b.ProfilingName },
+		render: func(e *Op) string { return e.ProfilingName },
+		empty:  func(*Op) bool { return false }},
 	{key: "input_sizes", label: "input sizes", sizesOnly: true,
-		equal:  func(a, b *frdump.Entry) bool { return equalSizes(a.InputSizes, b.InputSizes) },
-		render: func(e *frdump.Entry) string { return pySizes(e.InputSizes) },
-		empty:  func(*frdump.Entry) bool { return false }},
+		equal:  func(a, b *Op) bool { return equalSizes(a.InputSizes, b.InputSizes) },
+		render: func(e *Op) string { return pySizes(e.InputSizes) },
+		empty:  func(*Op) bool { return false }},
 	{key: "output_sizes", label: "output sizes", sizesOnly: true,
-		equal:  func(a, b *frdump.Entry) bool { return equalSizes(a.OutputSizes, b.OutputSizes) },
-		render: func(e *frdump.Entry) string { return pySizes(e.OutputSizes) },
-		empty:  func(*frdump.Entry) bool { return false }},
+		equal:  func(a, b *Op) bool { return equalSizes(a.OutputSizes, b.OutputSizes) },
+		render: func(e *Op) string { return pySizes(e.OutputSizes) },
+		empty:  func(*Op) bool { return false }},
 	{key: "input_dtypes", label: "input dtypes",
-		equal:  func(a, b *frdump.Entry) bool { return slices.Equal(a.InputDtypes, b.InputDtypes) },
-		render: func(e *frdump.Entry) string { return pyStrings(e.InputDtypes) },
-		empty:  func(e *frdump.Entry) bool { return len(e.InputDtypes) == 0 }},
+		equal:  func(a, b *Op) bool { return slices.Equal(a.InputDtypes, b.InputDtypes) },
+		render: func(e *Op) string { return pyStrings(e.InputDtypes) },
+		empty:  func(e *Op) bool { return len(e.InputDtypes) == 0 }},
 	{key: "output_dtypes", label: "output dtypes",
-		equal:  func(a, b *frdump.Entry) bool { return slices.Equal(a.OutputDtypes, b.OutputDtypes) },
-		render: func(e *frdump.Entry) string { return pyStrings(e.OutputDtypes) },
-		empty:  func(e *frdump.Entry) bool { return len(e.OutputDtypes) == 0 }},
+		equal:  func(a, b *Op) bool { return slices.Equal(a.OutputDtypes, b.OutputDtypes) },
+		render: func(e *Op) string { return pyStrings(e.OutputDtypes) },
+		empty:  func(e *Op) bool { return len(e.OutputDtypes) == 0 }},
 }
 
 func equalSizes(a, b [][]int64) bool {
@@ -239,7 +239,7 @@ func findMismatches(g *group) []Finding {
 
 // allAgree is the fast path: no strings are built unless ranks differ.
 func allAgree(c *collective, fd *field) bool {
-	var ref *frdump.Entry
+	var ref *Op
 	for _, e := range c.entries {
 		if e == nil || fd.empty(e) {
 			continue
@@ -320,7 +320,7 @@ func mismatchFinding(g *group, c *collective, bad []*field) Finding {
 func findStatusDivergence(al *aligned, opts Options) []Finding {
 	keys := map[string]bool{}
 	for _, v := range al.views {
-		for k := range v.dump.PGStatus {
+		for k := range v.r.PGStatus {
 			keys[k] = true
 		}
 	}
@@ -335,7 +335,7 @@ func findStatusDivergence(al *aligned, opts Options) []Finding {
 		var ranks []int
 		var status []frdump.PGStatus
 		for _, v := range al.views {
-			if st, ok := v.dump.PGStatus[key]; ok {
+			if st, ok := v.r.PGStatus[key]; ok {
 				ranks = append(ranks, v.rank)
 				status = append(status, st)
 			}
@@ -413,7 +413,7 @@ func resolveGroup(al *aligned, key string) (id int64, name, desc string) {
 		id = -1
 	}
 	for _, v := range al.views {
-		if cfg, ok := v.dump.PGConfig[key]; ok {
+		if cfg, ok := v.r.PGConfig[key]; ok {
 			return id, key, cfg.Desc
 		}
 	}
@@ -424,8 +424,8 @@ func resolveGroup(al *aligned, key string) (id int64, name, desc string) {
 // rank that enqueued it.
 func profilingNameOf(al *aligned, name string, seq int64) string {
 	for _, v := range al.views {
-		for i := range v.dump.Entries {
-			e := &v.dump.Entries[i]
+		for i := range v.r.Ops {
+			e := &v.r.Ops[i]
 			if e.CollectiveSeqID == seq && !isP2P(e) && groupName(e) == name {
 				return e.ProfilingName
 			}
@@ -444,13 +444,13 @@ func findTimeouts(al *aligned) []Finding {
 		desc    string
 		id      int64
 		ranks   []int
-		entries []*frdump.Entry
+		entries []*Op
 	}
 	buckets := map[FindingKey]*bucket{}
 	var order []*bucket
 	for _, v := range al.views {
-		for i := range v.dump.Entries {
-			e := &v.dump.Entries[i]
+		for i := range v.r.Ops {
+			e := &v.r.Ops[i]
 			if !e.TimedOut() {
 				continue
 			}
@@ -489,7 +489,7 @@ func findTimeouts(al *aligned) []Finding {
 			ev[rankKey(r, "profiling_name")] = e.ProfilingName
 			// Where the rank waited: the stack that enqueued the operation.
 			if i < maxStackRanks {
-				if st := stackText(e.Frames); st != "" {
+				if st := e.Stack; st != "" {
 					ev[rankKey(r, EvidencePythonStack)] = st
 				}
 			}

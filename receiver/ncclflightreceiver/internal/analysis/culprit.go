@@ -80,8 +80,8 @@ func (p *progress) diverged() bool { return len(p.last) >= 2 && p.hi > p.lo }
 func stagePairs(al *aligned) map[[2]int]bool {
 	out := map[[2]int]bool{}
 	for _, v := range al.views {
-		for i := range v.dump.Entries {
-			e := &v.dump.Entries[i]
+		for i := range v.r.Ops {
+			e := &v.r.Ops[i]
 			if !isP2P(e) {
 				continue
 			}
@@ -89,7 +89,7 @@ func stagePairs(al *aligned) map[[2]int]bool {
 			if !ok {
 				continue
 			}
-			cfg, ok := v.dump.PGConfig[groupName(e)]
+			cfg, ok := v.r.PGConfig[groupName(e)]
 			if !ok || a >= len(cfg.Ranks) || b >= len(cfg.Ranks) || a == b {
 				continue
 			}
@@ -168,9 +168,9 @@ func (t rankTimes) running(stall time.Duration) bool { return t.known() && t.idl
 func timesOf(al *aligned) map[int]rankTimes {
 	out := make(map[int]rankTimes, len(al.views))
 	for _, v := range al.views {
-		t := rankTimes{dumped: v.dump.DumpedAtNs}
-		for i := range v.dump.Entries {
-			t.newest = max(t.newest, v.dump.Entries[i].TimeCreatedNs)
+		t := rankTimes{dumped: v.r.DumpedAtNs}
+		for i := range v.r.Ops {
+			t.newest = max(t.newest, v.r.Ops[i].TimeCreatedNs)
 		}
 		out[v.rank] = t
 	}
@@ -197,14 +197,14 @@ func groupProgress(al *aligned) []*progress {
 		}
 	}
 	for _, v := range al.views {
-		for key, st := range v.dump.PGStatus {
+		for key, st := range v.r.PGStatus {
 			id, name, desc := resolveGroup(al, key)
 			p := get(id, name, desc)
 			see(p, v.rank, st.LastEnqueued)
 			p.completed = max(p.completed, st.LastCompleted)
 		}
-		for i := range v.dump.Entries {
-			e := &v.dump.Entries[i]
+		for i := range v.r.Ops {
+			e := &v.r.Ops[i]
 			if isP2P(e) {
 				continue
 			}
@@ -327,23 +327,8 @@ const (
 	maxStackChars  = 2000
 )
 
-// pythonStack renders the frames of the rank's newest entry that has any:
-// "name (file:line)", innermost as the dump lists them, joined by "; ".
-func pythonStack(d *frdump.Dump) string {
-	var newest *frdump.Entry
-	for i := range d.Entries {
-		e := &d.Entries[i]
-		if len(e.Frames) > 0 && (newest == nil || e.RecordID > newest.RecordID) {
-			newest = e
-		}
-	}
-	if newest == nil {
-		return ""
-	}
-	return stackText(newest.Frames)
-}
-
-// stackText renders frames as pythonStack does, within maxStackFrames and
+// stackText renders frames, "name (file:line)", innermost as the dump
+// lists them, joined by "; ", within maxStackFrames and
 // maxStackChars; "" when there are none (JSON dumps hold no frames).
 func stackText(frames []frdump.Frame) string {
 	var b strings.Builder
@@ -405,7 +390,7 @@ func hangFinding(al *aligned, culprits []int, groups []*progress, times map[int]
 		}
 		ev[rankKey(r, EvidenceStuckCollective)] = strings.Join(texts, "; ")
 		if v := viewOf(al, r); v != nil {
-			if st := pythonStack(v.dump); st != "" {
+			if st := v.r.NewestStack; st != "" {
 				ev[rankKey(r, EvidencePythonStack)] = st
 				fmt.Fprintf(&b, "  python stack: %s\n", st)
 			}
@@ -488,8 +473,8 @@ func culpritPass(al *aligned, findings []Finding, opts Options) []Finding {
 // completed by the watchdog.
 func stateKnown(al *aligned) bool {
 	for _, v := range al.views {
-		for i := range v.dump.Entries {
-			if st := v.dump.Entries[i].State; st != "" && st != frdump.StateScheduled {
+		for i := range v.r.Ops {
+			if st := v.r.Ops[i].State; st != "" && st != frdump.StateScheduled {
 				return true
 			}
 		}

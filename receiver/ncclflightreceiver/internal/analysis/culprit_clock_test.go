@@ -217,7 +217,7 @@ func TestTiesNameNoOne(t *testing.T) {
 	for _, f := range Analyze(ds, Options{}).Findings {
 		assert.NotEqual(t, KindStraggler, f.Kind, describe([]Finding{f}))
 	}
-	al := align(ds)
+	al := alignDumps(ds)
 	require.Len(t, al.groups, 1)
 	_, named := findStraggler(al.groups[0], Options{StragglerMinShare: 0.01, StragglerLagFactor: 1e-9}.withDefaults())
 	assert.False(t, named, "ranks tied for last")

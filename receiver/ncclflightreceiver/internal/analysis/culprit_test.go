@@ -41,7 +41,7 @@ func TestMoEHealthyNothing(t *testing.T) {
 // The dumps of the healthy control do diverge: the check above is not
 // vacuous.
 func TestMoEHealthyDumpsDiverge(t *testing.T) {
-	al := align(moeDumps(frdumptest.MoEConfig{Scenario: frdumptest.MoEHealthy, Seed: 3}))
+	al := alignDumps(moeDumps(frdumptest.MoEConfig{Scenario: frdumptest.MoEHealthy, Seed: 3}))
 	diverged := 0
 	for _, g := range groupProgress(al) {
 		if g.diverged() {
@@ -169,7 +169,7 @@ func TestMoEHealthyWithStatesNoHang(t *testing.T) {
 // them, stage 1 would look stopped behind stage 0.
 func TestMoEScheduleDivergenceIsNotACulprit(t *testing.T) {
 	ds := moeDumps(frdumptest.MoEConfig{Scenario: frdumptest.MoEGILHang})
-	al := align(ds)
+	al := alignDumps(ds)
 	mp, _ := frdumptest.MoEGroupOf(0, "mp")
 	var found bool
 	for _, g := range groupProgress(al) {

@@ -204,7 +204,7 @@ func samplesFromFirst(full []*collective) []sample {
 // endNs is when the collective completed on this rank's clock. duration_ms is
 // measured with CUDA events from the start; the watchdog's completion time
 // is only a poll time, so it is the fallback.
-func endNs(e *frdump.Entry) (int64, bool) {
+func endNs(e *Op) (int64, bool) {
 	if e.HasDuration && e.State == frdump.StateCompleted && validDuration(e.DurationMs) {
 		return e.TimeCreatedNs + int64(e.DurationMs*1e6), true
 	}
@@ -245,7 +245,7 @@ func othersSpread(samples []sample, skip int) float64 {
 	return sum / float64(len(samples))
 }
 
-func slicesContainsNil(entries []*frdump.Entry) bool {
+func slicesContainsNil(entries []*Op) bool {
 	for _, e := range entries {
 		if e == nil {
 			return true

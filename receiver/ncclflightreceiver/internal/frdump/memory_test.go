@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/analysis"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump/frdumptest"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle"
@@ -62,7 +63,9 @@ func measure(f func()) memUse {
 // torch's default ring buffer and for the largest honest dumps that the
 // default Options accept. Each iteration reports the total allocation and
 // the peak growth of the live heap (the result kept alive, as the receiver
-// keeps the newest dump of each rank).
+// kept the newest dump of each rank before issue 29); the -streamed cases
+// hand the entries to the analysis' compact records as the receiver does
+// now, keeping only those.
 func BenchmarkParseMemory(b *testing.B) {
 	pickleOf := func(entries, frames int) []byte {
 		return frdumptest.Pickle(frdumptest.Synthetic(frdumptest.SyntheticConfig{Entries: entries, Frames: frames}))
@@ -87,6 +90,46 @@ func BenchmarkParseMemory(b *testing.B) {
 		{"pickle-45000x16-refused", func() []byte { return pickleOf(45000, 16) }, pickle.ErrLimit},
 		{"json-22500-refused", func() []byte { return jsonOf(22500) }, frdump.ErrLimit},
 		{"memo-bomb-refused", func() []byte { return pickletest.MemoBomb(1000, 1<<20-1) }, pickle.ErrLimit},
+	}
+	// What the receiver does since issue 29: the entries streamed into the
+	// analysis' compact records (analysis.Builder), never all held.
+	streamed := func(in []byte) (*frdump.Dump, error) {
+		bld := analysis.NewBuilder(0, 0)
+		d, _, err := frdump.ParseWithOptions(in, frdump.Options{Entry: func(i, n int, e *frdump.Entry) error {
+			if i == 0 && n > 0 {
+				_ = bld.Grow(n)
+			}
+			return bld.Add(e)
+		}})
+		if err == nil {
+			_, err = bld.Finish(d)
+		}
+		return d, err
+	}
+	for _, c := range []struct {
+		name string
+		in   func() []byte
+	}{
+		{"pickle-2000x16-streamed", func() []byte { return pickleOf(2000, 16) }},
+		{"pickle-20000x16-streamed", func() []byte { return pickleOf(20000, 16) }},
+		{"json-20000-streamed", func() []byte { return jsonOf(20000) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			in := c.in()
+			b.SetBytes(int64(len(in)))
+			var worst memUse
+			for b.Loop() {
+				use := measure(func() {
+					_, err := streamed(in)
+					require.NoError(b, err)
+				})
+				worst.totalAlloc = max(worst.totalAlloc, use.totalAlloc)
+				worst.peakHeap = max(worst.peakHeap, use.peakHeap)
+			}
+			b.ReportMetric(float64(len(in))/(1<<20), "input-MiB")
+			b.ReportMetric(float64(worst.totalAlloc)/(1<<20), "total-alloc-MiB")
+			b.ReportMetric(float64(worst.peakHeap)/(1<<20), "peak-heap-MiB")
+		})
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

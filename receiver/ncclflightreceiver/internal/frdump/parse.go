@@ -3,11 +3,8 @@ package frdump // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflight
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
-	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -41,9 +38,26 @@ type Options struct {
 	MaxRanksPerGroup int
 	// Pickle holds the pickle decoder's other limits, among them the
 	// output budget that charges each memo reference in full
-	// (pickle.Options.MaxOutputBytes); its MaxInputBytes is replaced by
+	// (pickle.Options.MaxOutputBytes) and the cap on the decoded tree
+	// (pickle.Options.MaxTreeBytes); its MaxInputBytes is replaced by
 	// MaxBytes.
 	Pickle pickle.Options
+	// MaxTreeBytes, when positive, caps what decoding holds at once, in
+	// estimated bytes: a pickle's decoded tree (pickle.Options.MaxTreeBytes,
+	// which it replaces), or the decoded value of one JSON entry or
+	// top-level field (JSON is read one of them at a time). A caller that
+	// shares one memory budget among dumps gives each its share here. Over
+	// it: an error that errors.Is pickle.ErrTreeLimit (and ErrLimit).
+	// Default 0: no cap.
+	MaxTreeBytes int64
+	// Entry, when set, receives each entry as soon as it is mapped, in
+	// dump order, and Dump.Entries stays nil: the entries are never all
+	// held at once. i counts from 0; n is the number of entries when it is
+	// known before the first (pickle), else -1 (JSON, read as a stream).
+	// e and its slices are reused for the next entry: copy what is kept.
+	// An error from Entry stops the parse and is returned as it is. Every
+	// limit holds as without it: a dump is accepted or refused alike.
+	Entry func(i, n int, e *Entry) error
 }
 
 // Defaults of Options.
@@ -230,16 +244,20 @@ type parser struct {
 	overErr      error
 	dump         Dump
 	versionSeen  bool
+	seenTop      map[string]bool
 	missingTop   []string
 	missingEntry [numEntryFields]int // entries lacking each field
+	entryCount   int
 	unknown      map[string]struct{}
 	badRanks     []string
 	// Backing stores of Entry slices: a 2,000-entry dump would otherwise
-	// make some 50,000 small allocations.
-	sizesArena    []int64
-	sizeListArena [][]int64
-	frameArena    []Frame
-	stringArena   []string
+	// make some 50,000 small allocations. Reset after each entry when
+	// Options.Entry streams them.
+	cur           Entry // the entry handed to Options.Entry
+	sizeArena     arena[int64]
+	sizeListArena arena[[]int64]
+	frameArena    arena[Frame]
+	stringArena   arena[string]
 	frameCache    map[*pickle.Dict]Frame
 	// rankCache holds each distinct ranks string parsed once: groups that
 	// share one (through the memo, or by value) share its []int.
@@ -247,23 +265,78 @@ type parser struct {
 	truncatedFrames int // entries whose frames were cut to MaxFramesPerEntry
 }
 
+// arena hands out slices of chunks of at least min items.
+type arena[T any] struct {
+	chunk []T
+	next  int
+	min   int
+}
+
+func (a *arena[T]) take(n int) []T {
+	if len(a.chunk)-a.next < n {
+		a.chunk, a.next = make([]T, max(a.min, n)), 0
+	}
+	s := a.chunk[a.next : a.next+n : a.next+n]
+	a.next += n
+	return s
+}
+
+// reset gives the chunk back for reuse, cleared so that it keeps nothing
+// alive.
+func (a *arena[T]) reset() {
+	clear(a.chunk[:a.next])
+	a.next = 0
+}
+
+func newParser(n int, opts Options) *parser {
+	return &parser{opts: opts, budget: pickle.OutputBudget(n, opts.Pickle),
+		sizeArena: arena[int64]{min: 1024}, sizeListArena: arena[[]int64]{min: 256}, frameArena: arena[Frame]{min: 1024}, stringArena: arena[string]{min: 1024}}
+}
+
 type parsedRanks struct {
 	ranks []int
 	ok    bool
 }
 
-// mapDump maps a decoded dump of n input bytes; opts must have its
-// defaults set.
-func mapDump(top any, n int, opts Options) (*Dump, []Warning, error) {
-	p := &parser{opts: opts, budget: pickle.OutputBudget(n, opts.Pickle)}
-	err := p.top(top)
-	if p.overErr != nil {
-		err = p.overErr
-	}
+// mapDump maps the decoded dump top; p.opts must have its defaults set.
+func (p *parser) mapDump(top any) (*Dump, []Warning, error) {
+	fields, err := fieldsOf(top, func() string { return "(top level)" })
 	if err != nil {
 		return nil, nil, err
 	}
-	return &p.dump, p.warnings(), nil
+	for _, f := range fields {
+		if err := p.field(f.Key.(string), f.Value); err != nil {
+			return nil, nil, err
+		}
+	}
+	return p.result()
+}
+
+// seeTop records a top-level key, refusing one seen before.
+func (p *parser) seeTop(key string) error {
+	if p.seenTop[key] {
+		return &FieldError{Path: key, Want: "one value", Got: "the key repeated"}
+	}
+	if p.seenTop == nil {
+		p.seenTop = map[string]bool{}
+	}
+	p.seenTop[key] = true
+	return nil
+}
+
+// result ends the mapping: the dump and its warnings, or the error that
+// stopped it.
+func (p *parser) result() (*Dump, []Warning, error) {
+	if p.overErr != nil {
+		return nil, nil, p.overErr
+	}
+	for _, key := range []string{"version", "pg_config", "pg_status"} {
+		if !p.seenTop[key] {
+			p.missingTop = append(p.missingTop, key)
+		}
+	}
+	d := p.dump
+	return &d, p.warnings(), nil
 }
 
 // Sizes of what the mapper allocates, charged against parser.budget.
@@ -291,51 +364,38 @@ func (p *parser) charge(n int, size int64, what string) bool {
 	return true
 }
 
-func (p *parser) top(v any) error {
-	fields, err := fieldsOf(v, func() string { return "(top level)" })
-	if err != nil {
+// field maps one top-level field; a repeated one is refused (a Python
+// dict has none, and two would leave a reader to choose).
+func (p *parser) field(key string, val any) error {
+	if err := p.seeTop(key); err != nil {
 		return err
 	}
-	var seenConfig, seenStatus bool
-	for _, f := range fields {
-		key, val := f.Key.(string), f.Value
-		switch key {
-		case "version":
-			p.versionSeen = true
-			err = p.version(val)
-		case "pg_config":
-			seenConfig = true
-			err = p.pgConfig(val)
-		case "pg_status":
-			seenStatus = true
-			err = p.pgStatus(val)
-		case "entries":
-			err = p.entries(val)
-		case "nccl_version", "comm_lib_version":
-			s, ok := val.(string)
-			if !ok {
-				return &FieldError{Path: key, Want: "a string", Got: describe(val)}
-			}
-			p.dump.CommLibVersion = s
-		case "nccl_comm_state":
-			// Per-communicator NCCL state: not part of Dump.
-		default:
-			p.addUnknown(key)
+	var err error
+	switch key {
+	case "version":
+		p.versionSeen = true
+		err = p.version(val)
+	case "pg_config":
+		err = p.pgConfig(val)
+	case "pg_status":
+		err = p.pgStatus(val)
+	case "entries":
+		err = p.entries(val)
+	case "nccl_version", "comm_lib_version":
+		s, ok := val.(string)
+		if !ok {
+			return &FieldError{Path: key, Want: "a string", Got: describe(val)}
 		}
-		if err != nil {
-			return err
-		}
+		p.dump.CommLibVersion = s
+	case "nccl_comm_state":
+		// Per-communicator NCCL state: not part of Dump.
+	default:
+		p.addUnknown(key)
 	}
-	if !p.versionSeen {
-		p.missingTop = append(p.missingTop, "version")
+	if err == nil {
+		err = p.overErr
 	}
-	if !seenConfig {
-		p.missingTop = append(p.missingTop, "pg_config")
-	}
-	if !seenStatus {
-		p.missingTop = append(p.missingTop, "pg_status")
-	}
-	return nil
+	return err
 }
 
 func (p *parser) version(val any) error {
@@ -528,452 +588,10 @@ func (p *parser) pgStatus(val any) error {
 	return nil
 }
 
-func (p *parser) entries(val any) error {
-	if val == nil {
-		return nil
-	}
-	list, ok := val.([]any)
-	if !ok {
-		return &FieldError{Path: "entries", Want: "a list", Got: describe(val)}
-	}
-	if len(list) > p.opts.MaxEntries {
-		return fmt.Errorf("%w: entries: %d entries, limit %d (MaxEntries)", ErrLimit, len(list), p.opts.MaxEntries)
-	}
-	if !p.charge(len(list), entryBytes, "entries") {
-		return p.overErr
-	}
-	p.dump.Entries = make([]Entry, len(list))
-	for i, ev := range list {
-		if err := p.entry(i, ev, &p.dump.Entries[i]); err != nil {
-			return err
-		}
-		if p.overErr != nil {
-			return p.overErr
-		}
-	}
-	return nil
-}
-
-func (p *parser) entry(idx int, v any, e *Entry) error {
-	fields, err := fieldsOf(v, func() string { return entryPath(idx, "") })
-	if err != nil {
-		return err
-	}
-	var seen uint32
-	for _, field := range fields {
-		key, val := field.Key.(string), field.Value
-		var ok bool
-		var want string
-		var f int
-		switch key {
-		case "record_id":
-			f, want = fRecordID, "an integer"
-			e.RecordID, ok = asInt(val)
-		case "pg_id":
-			f, want = fPGID, "an integer"
-			e.PGID, ok = asInt(val)
-		case "process_group":
-			f, want = fProcessGroup, "a (name, desc) pair of strings"
-			pg, _ := asList(val)
-			if len(pg) == 2 {
-				var ok1, ok2 bool
-				e.PGName, ok1 = pg[0].(string)
-				e.PGDesc, ok2 = pg[1].(string)
-				ok = ok1 && ok2
-			}
-		case "collective_seq_id":
-			f, want = fCollectiveSeqID, "an integer"
-			e.CollectiveSeqID, ok = asInt(val)
-		case "p2p_seq_id":
-			f, want = fP2PSeqID, "an integer"
-			e.P2PSeqID, ok = asInt(val)
-		case "op_id":
-			f, want = fOpID, "an integer"
-			e.OpID, ok = asInt(val)
-		case "profiling_name":
-			f, want = fProfilingName, "a string"
-			e.ProfilingName, ok = val.(string)
-		case "time_created_ns":
-			f, want = fTimeCreated, "an integer"
-			e.TimeCreatedNs, ok = asInt(val)
-		case "duration_ms":
-			f, want = fDuration, "a number"
-			if val == nil {
-				ok = true
-			} else {
-				e.DurationMs, ok = asFloat(val)
-				e.HasDuration = ok
-			}
-		case "input_sizes":
-			f, want = fInputSizes, "a list of lists of integers"
-			e.InputSizes, ok = p.sizes(val)
-		case "output_sizes":
-			f, want = fOutputSizes, "a list of lists of integers"
-			e.OutputSizes, ok = p.sizes(val)
-		case "input_dtypes":
-			f, want = fInputDtypes, "a list of strings"
-			e.InputDtypes, ok = p.strings(val)
-		case "output_dtypes":
-			f, want = fOutputDtypes, "a list of strings"
-			e.OutputDtypes, ok = p.strings(val)
-		case "state":
-			f, want = fState, "a string"
-			e.State, ok = val.(string)
-		case "time_discovered_started_ns":
-			f, want = fDiscoveredStarted, "an integer or None"
-			e.TimeDiscoveredStartedNs, ok = asTime(val)
-		case "time_discovered_completed_ns":
-			f, want = fDiscoveredCompleted, "an integer or None"
-			e.TimeDiscoveredCompletedNs, ok = asTime(val)
-		case "retired":
-			f, want = fRetired, "a bool"
-			e.Retired, ok = val.(bool)
-		case "timeout_ms":
-			f, want = fTimeout, "an integer"
-			e.TimeoutMs, ok = asInt(val)
-		case "is_p2p":
-			f, want = fIsP2P, "a bool"
-			e.IsP2P, ok = val.(bool)
-		case "thread_name":
-			f, want = fThreadName, "a string"
-			e.ThreadName, ok = val.(string)
-		case "thread_id":
-			f, want = fThreadID, "a string"
-			e.ThreadID, ok = asIDString(val)
-		case "frames":
-			f = fFrames
-			if e.Frames, err = p.frames(idx, val); err != nil {
-				return err
-			}
-			ok = true
-		default:
-			p.addUnknown("entries[]." + key)
-			continue
-		}
-		if !ok {
-			return &FieldError{Path: entryPath(idx, key), Want: want, Got: describe(val)}
-		}
-		seen |= 1 << f
-	}
-	for missing := ^seen & (1<<numEntryFields - 1); missing != 0; missing &= missing - 1 {
-		p.missingEntry[bits.TrailingZeros32(missing)]++
-	}
-	return nil
-}
-
-func (p *parser) frames(idx int, val any) ([]Frame, error) {
-	if val == nil {
-		return nil, nil
-	}
-	items, ok := val.([]any)
-	if !ok {
-		return nil, &FieldError{Path: entryPath(idx, "frames"), Want: "a list", Got: describe(val)}
-	}
-	if len(items) > p.opts.MaxFramesPerEntry {
-		items = items[:p.opts.MaxFramesPerEntry]
-		p.truncatedFrames++
-	}
-	if !p.charge(len(items), frameBytes, "entries[].frames") {
-		return nil, p.overErr
-	}
-	if len(p.frameArena) < len(items) {
-		p.frameArena = make([]Frame, max(1024, len(items)))
-	}
-	frames := p.frameArena[:len(items):len(items)]
-	p.frameArena = p.frameArena[len(items):]
-	for i, fv := range items {
-		// torch shares each distinct frame dict among all the entries
-		// that show it: convert each once.
-		d, shared := fv.(*pickle.Dict)
-		if shared {
-			if f, ok := p.frameCache[d]; ok {
-				frames[i] = f
-				continue
-			}
-		}
-		path := func() string { return entryPath(idx, "frames") + "[" + strconv.Itoa(i) + "]" }
-		fields, err := fieldsOf(fv, path)
-		if err != nil {
-			return nil, err
-		}
-		fr := &frames[i]
-		for _, field := range fields {
-			key, v := field.Key.(string), field.Value
-			ok := true
-			var want string
-			switch key {
-			case "name":
-				want = "a string"
-				fr.Name, ok = v.(string)
-			case "filename":
-				want = "a string"
-				fr.Filename, ok = v.(string)
-			case "line":
-				want = "an integer"
-				fr.Line, ok = asInt(v)
-			default:
-				p.addUnknown("entries[].frames[]." + key)
-			}
-			if !ok {
-				return nil, &FieldError{Path: path() + "." + key, Want: want, Got: describe(v)}
-			}
-		}
-		if shared {
-			if p.frameCache == nil {
-				p.frameCache = map[*pickle.Dict]Frame{}
-			}
-			p.frameCache[d] = *fr
-		}
-	}
-	return frames, nil
-}
-
-// sizes reads input_sizes/output_sizes: one list of dimensions per tensor.
-func (p *parser) sizes(val any) ([][]int64, bool) {
-	outer, ok := val.([]any)
-	if !ok || !p.charge(len(outer), sliceBytes, "input_sizes/output_sizes") {
-		return nil, false
-	}
-	if len(p.sizeListArena) < len(outer) {
-		p.sizeListArena = make([][]int64, max(256, len(outer)))
-	}
-	res := p.sizeListArena[:len(outer):len(outer)]
-	p.sizeListArena = p.sizeListArena[len(outer):]
-	for i, inner := range outer {
-		dims, ok := asList(inner)
-		if !ok || !p.charge(len(dims), int64Bytes, "input_sizes/output_sizes") {
-			return nil, false
-		}
-		if len(p.sizesArena) < len(dims) {
-			p.sizesArena = make([]int64, max(1024, len(dims)))
-		}
-		row := p.sizesArena[:len(dims):len(dims)]
-		p.sizesArena = p.sizesArena[len(dims):]
-		for j, d := range dims {
-			if row[j], ok = asInt(d); !ok {
-				return nil, false
-			}
-		}
-		res[i] = row
-	}
-	return res, true
-}
-
-func (p *parser) addUnknown(field string) {
-	if p.unknown == nil {
-		p.unknown = map[string]struct{}{}
-	}
-	p.unknown[field] = struct{}{}
-}
-
-func (p *parser) noteMissing(field string, seen bool) {
-	if !seen && !slices.Contains(p.missingTop, field) {
-		p.missingTop = append(p.missingTop, field)
-	}
-}
-
-func (p *parser) warnings() []Warning {
-	var ws []Warning
-	v := p.dump.Version
-	if p.versionSeen && (v.Less(Oldest) || Newest.Less(v)) {
-		ws = append(ws, Warning{
-			Kind:    WarnUnknownVersion,
-			Fields:  []string{"version"},
-			Message: fmt.Sprintf("frdump: version %q is not one of the known %s to %s: parsed the fields this version of the receiver knows", v.Raw, Oldest, Newest),
-		})
-	}
-
-	missing := slices.Clone(p.missingTop)
-	var details []string
-	req := requiredEntryFields(v)
-	for f := range numEntryFields {
-		if n := p.missingEntry[f]; n > 0 && req&(1<<f) != 0 {
-			name := "entries[]." + entryFieldNames[f]
-			missing = append(missing, name)
-			details = append(details, fmt.Sprintf("%s (in %d of %d entries)", name, n, len(p.dump.Entries)))
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		slices.Sort(details)
-		all := slices.DeleteFunc(slices.Clone(missing), func(s string) bool { return strings.HasPrefix(s, "entries[].") })
-		all = append(all, details...)
-		ws = append(ws, Warning{
-			Kind:    WarnMissingFields,
-			Fields:  missing,
-			Message: fmt.Sprintf("frdump: version %s dump lacks fields, left at zero values: %s", versionText(v), strings.Join(all, ", ")),
-		})
-	}
-
-	if len(p.unknown) > 0 {
-		fields := make([]string, 0, len(p.unknown))
-		for f := range p.unknown {
-			fields = append(fields, f)
-		}
-		slices.Sort(fields)
-		ws = append(ws, Warning{
-			Kind:    WarnUnknownFields,
-			Fields:  fields,
-			Message: fmt.Sprintf("frdump: version %s dump has fields this receiver does not know, ignored: %s", versionText(v), strings.Join(fields, ", ")),
-		})
-	}
-
-	if len(p.badRanks) > 0 {
-		slices.Sort(p.badRanks)
-		ws = append(ws, Warning{
-			Kind:    WarnUnparsableRanks,
-			Fields:  p.badRanks,
-			Message: fmt.Sprintf("frdump: ranks are not a list of at most %d ranks, left empty: %s", p.opts.MaxRanksPerGroup, strings.Join(p.badRanks, ", ")),
-		})
-	}
-
-	if p.truncatedFrames > 0 {
-		ws = append(ws, Warning{
-			Kind:    WarnTruncatedFrames,
-			Fields:  []string{"entries[].frames"},
-			Message: fmt.Sprintf("frdump: %d of %d entries have more than %d frames (MaxFramesPerEntry), kept the first %d", p.truncatedFrames, len(p.dump.Entries), p.opts.MaxFramesPerEntry, p.opts.MaxFramesPerEntry),
-		})
-	}
-	return ws
-}
-
-func versionText(v Version) string {
-	if v.Raw == "" {
-		return "(none)"
-	}
-	return strconv.Quote(v.Raw)
-}
-
 func entryPath(idx int, key string) string {
 	p := "entries[" + strconv.Itoa(idx) + "]"
 	if key != "" {
 		p += "." + key
 	}
 	return p
-}
-
-// fieldsOf returns the items of a dict of either form, all with string keys:
-// a pickled dict's in their order, a JSON object's sorted by key. path names
-// the dict in errors; it is called only on error.
-func fieldsOf(v any, path func() string) ([]pickle.DictItem, error) {
-	switch m := v.(type) {
-	case *pickle.Dict:
-		for _, it := range m.Items {
-			if _, ok := it.Key.(string); !ok {
-				return nil, &FieldError{Path: path(), Want: "string keys", Got: describe(it.Key) + " key"}
-			}
-		}
-		return m.Items, nil
-	case map[string]any:
-		fields := make([]pickle.DictItem, 0, len(m))
-		for key, val := range m {
-			fields = append(fields, pickle.DictItem{Key: key, Value: val})
-		}
-		slices.SortFunc(fields, func(a, b pickle.DictItem) int { return strings.Compare(a.Key.(string), b.Key.(string)) })
-		return fields, nil
-	}
-	return nil, &FieldError{Path: path(), Want: "a dict", Got: describe(v)}
-}
-
-// asList accepts a list (either form) or a pickled tuple.
-func asList(v any) ([]any, bool) {
-	switch x := v.(type) {
-	case []any:
-		return x, true
-	case pickle.Tuple:
-		return x, true
-	}
-	return nil, false
-}
-
-func asInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case json.Number:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
-}
-
-func asFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int64:
-		return float64(x), true
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil
-	}
-	return 0, false
-}
-
-// asTime reads a watchdog time: None in pickle (0 in JSON) when unknown.
-func asTime(v any) (int64, bool) {
-	if v == nil {
-		return 0, true
-	}
-	return asInt(v)
-}
-
-// asIDString reads thread_id: a string in torch's dumps, tolerated as an
-// integer.
-func asIDString(v any) (string, bool) {
-	if s, ok := v.(string); ok {
-		return s, true
-	}
-	if n, ok := asInt(v); ok {
-		return strconv.FormatInt(n, 10), true
-	}
-	return "", false
-}
-
-func (p *parser) strings(v any) ([]string, bool) {
-	items, ok := asList(v)
-	if !ok || !p.charge(len(items), stringBytes, "input_dtypes/output_dtypes") {
-		return nil, false
-	}
-	if len(p.stringArena) < len(items) {
-		p.stringArena = make([]string, max(1024, len(items)))
-	}
-	out := p.stringArena[:len(items):len(items)]
-	p.stringArena = p.stringArena[len(items):]
-	for i, it := range items {
-		if out[i], ok = it.(string); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
-// describe names a decoded value's type for errors.
-func describe(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "None/null"
-	case *pickle.Dict, map[string]any:
-		return "a dict"
-	case []any:
-		return "a list"
-	case pickle.Tuple:
-		return "a tuple"
-	case int64:
-		return "an integer"
-	case float64:
-		return "a float"
-	case json.Number:
-		if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return "an integer"
-		}
-		return "a float"
-	case string:
-		return "a string"
-	case bool:
-		return "a bool"
-	case []byte:
-		return "bytes"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -90,6 +90,17 @@ func FuzzParseJSON(f *testing.F) {
 		if got := allocated(func() { d, warnings, err = frdump.Parse(in) }); got > allocBound(len(in)) {
 			t.Fatalf("parsing %d bytes allocated %d, over %d", len(in), got, allocBound(len(in)))
 		}
+		var streamed []frdump.Entry
+		var serr error
+		if got := allocated(func() { streamed, serr = parseStreamed(in) }); got > allocBound(len(in)) {
+			t.Fatalf("parsing %d bytes streamed allocated %d, over %d", len(in), got, allocBound(len(in)))
+		}
+		if (err == nil) != (serr == nil) {
+			t.Fatalf("whole: %v; streamed: %v", err, serr)
+		}
+		if err := sameEntries(d, err, streamed, serr); err != nil {
+			t.Fatal(err)
+		}
 		if err != nil {
 			return
 		}

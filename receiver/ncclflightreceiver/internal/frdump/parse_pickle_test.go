@@ -2,6 +2,8 @@ package frdump_test
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -193,6 +195,16 @@ func FuzzParsePickle(f *testing.F) {
 		if got := allocated(func() { d, warnings, err = frdump.Parse(data) }); got > allocBound(len(data)) {
 			t.Fatalf("parsing %d bytes allocated %d, over %d", len(data), got, allocBound(len(data)))
 		}
+		// Streamed (what the receiver does), within the same bound, the
+		// same entries or refused.
+		var streamed []frdump.Entry
+		var serr error
+		if got := allocated(func() { streamed, serr = parseStreamed(data) }); got > allocBound(len(data)) {
+			t.Fatalf("parsing %d bytes streamed allocated %d, over %d", len(data), got, allocBound(len(data)))
+		}
+		if err := sameEntries(d, err, streamed, serr); err != nil {
+			t.Fatal(err)
+		}
 		if err != nil {
 			return
 		}
@@ -203,4 +215,31 @@ func FuzzParsePickle(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// parseStreamed parses data with Options.Entry, copying each entry.
+func parseStreamed(data []byte) ([]frdump.Entry, error) {
+	var out []frdump.Entry
+	_, _, err := frdump.ParseWithOptions(data, frdump.Options{Entry: func(_, _ int, e *frdump.Entry) error {
+		out = append(out, cloneEntry(e))
+		return nil
+	}})
+	return out, err
+}
+
+// sameEntries checks the streamed parse against the whole one: a dump
+// read streamed is read whole with the same entries; one refused whole is
+// refused streamed. (Streamed may refuse more: an entry is sealed once the
+// next value is pushed beside it, and a stream that modifies it after that
+// through the memo is malformed; no pickler does that.)
+func sameEntries(whole *frdump.Dump, err error, streamed []frdump.Entry, serr error) error {
+	switch {
+	case err != nil && serr == nil:
+		return fmt.Errorf("refused whole (%v), read streamed", err)
+	case serr != nil:
+		return nil
+	case !reflect.DeepEqual(whole.Entries, streamed) && (len(whole.Entries) > 0 || len(streamed) > 0):
+		return fmt.Errorf("streamed %d entries differ from the %d read whole", len(streamed), len(whole.Entries))
+	}
+	return nil
 }

@@ -33,9 +33,11 @@ const TelemetryAttrInput = "input"
 // TelemetryAttrReason says why an input was refused: "symlink" or
 // "not_regular" for a file refused without being read (a FIFO, device,
 // socket or directory under an input's name; see internal/safefile);
-// too_large, unreadable, undecodable, poisoned (the previous run died
-// decoding it), unavailable (RAS) or no_pattern_match (a dump directory
-// whose files match none of flight_recorder::patterns).
+// too_large, unreadable, undecodable, over_budget (over the dump's own
+// memory budget or entry cap), over_decode_budget (over what the
+// receiver's decode budget has free), poisoned (the previous run died
+// reading the batch that holds it), unavailable (RAS) or no_pattern_match
+// (a dump directory whose files match none of flight_recorder::patterns).
 const TelemetryAttrReason = "reason"
 
 // TelemetryBuilder holds the instruments of the receiver's own telemetry.

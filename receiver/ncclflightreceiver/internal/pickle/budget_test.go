@@ -1,6 +1,7 @@
 package pickle
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -128,4 +129,26 @@ func TestDecodeSparseMemo(t *testing.T) {
 	_, err = DecodeWithOptions(p2(cat([]byte{'N', 'r'}, u32(5), []byte{'h', 4})...), Options{})
 	require.ErrorIs(t, err, ErrMalformed)
 	assert.ErrorContains(t, err, "memo index 4 was never set")
+}
+
+// MaxTreeBytes counts what the tree holds: a memo reference is a 16-byte
+// slot, not the value again. [[None]*100 (memoized), then 9 BINGETs of
+// it]: two lists (their structs and slots), 100 Nones and 9 references
+// (a slot each).
+func TestDecodeTreeBudgetCountsMemoReferencesOnce(t *testing.T) {
+	body := []byte{']', '(', ']', 'q', 0, '('}
+	body = append(body, []byte(strings.Repeat("N", 100))...)
+	body = append(body, 'e')
+	for range 9 {
+		body = append(body, 'h', 0)
+	}
+	body = append(body, 'e')
+	in := p2(body...)
+	want := 2*(slotBytes+listBytes) + 100*slotBytes + 9*slotBytes
+	_, err := DecodeWithOptions(in, Options{MaxTreeBytes: want})
+	require.NoError(t, err)
+	_, err = DecodeWithOptions(in, Options{MaxTreeBytes: want - 1})
+	require.ErrorIs(t, err, ErrTreeLimit)
+	require.ErrorIs(t, err, ErrLimit, "a limit like the others")
+	assert.ErrorContains(t, err, fmt.Sprintf("BINGET (0x68 'h'): limit exceeded: the decoded tree is over MaxTreeBytes: the values decoded so far hold more than %d bytes (MaxTreeBytes)", want-1))
 }

@@ -371,7 +371,45 @@ func FuzzDecode(f *testing.F) {
 		if depth := depthOf(v); depth > opts.MaxDepth {
 			t.Fatalf("depth %d over the limit", depth)
 		}
+		// Streaming the top-level dict's "entries" costs no more, and a
+		// stream read whole is read streamed, the items in the same order
+		// (the ones streamed, then any appended one by one).
+		var items []any
+		sopts := opts
+		sopts.StreamKey, sopts.Stream = "entries", func(item any) error {
+			items = append(items, item)
+			return nil
+		}
+		var sv any
+		if got := allocated(func() { sv, err = DecodeWithOptions(data, sopts) }); got > allocBound(len(data)) {
+			t.Fatalf("decoding %d bytes streamed allocated %d, over %d", len(data), got, allocBound(len(data)))
+		}
+		if err != nil {
+			return // streaming seals an entry once the next value is pushed beside it: it may refuse more
+		}
+		if d, ok := v.(*Dict); ok && len(items) > 0 {
+			if whole, one := entriesOf(d); one {
+				rest, _ := entriesOf(sv.(*Dict))
+				if streamed := len(items) + len(rest); len(whole) != streamed {
+					t.Fatalf("%d entries read whole, %d streamed", len(whole), streamed)
+				}
+			}
+		}
 	})
+}
+
+// entriesOf returns the items of the top-level dict's "entries" list, and
+// whether the dict has that key once.
+func entriesOf(d *Dict) ([]any, bool) {
+	var out []any
+	n := 0
+	for _, it := range d.Items {
+		if k, _ := it.Key.(string); k == "entries" {
+			out, _ = it.Value.([]any)
+			n++
+		}
+	}
+	return out, n == 1
 }
 
 // fuzzing reports whether the test binary runs with -test.fuzz (mutating),

@@ -5,7 +5,7 @@
 // Megatron mixture-of-experts job (frdumptest.MegatronMoE: 16 files
 // _dump_<rank>, each file's mtime the moment its rank dumped).
 //
-//	frdumpgen -out FILE [-rank N] [-entries N]            synthetic pickle
+//	frdumpgen -out FILE [-rank N] [-world N] [-entries N]  synthetic pickle
 //	frdumpgen -out FILE -memo-bomb [-entries N] [-items N]  memo bomb
 //	frdumpgen -moe healthy|gpu_error|gil_hang -dir DIR [-seed N] [-culprits 4,5] [-shift D]
 //
@@ -37,6 +37,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("frdumpgen", flag.ContinueOnError)
 	out := fs.String("out", "", "file to write (required)")
 	rank := fs.Int("rank", 0, "rank of the synthetic dump")
+	world := fs.Int("world", 8, "ranks of the synthetic dump's job (its default process group)")
 	entries := fs.Int("entries", 2000, "entries of the dump")
 	bomb := fs.Bool("memo-bomb", false, "write the memo bomb instead of an honest dump")
 	items := fs.Int("items", 1<<20-1, "items of the memo bomb's shared frames list")
@@ -52,16 +53,16 @@ func run(args []string) error {
 		return writeMoE(*moe, *dir, *seed, *culprits, *shift, fs.NArg())
 	}
 	if *out == "" || fs.NArg() != 0 {
-		return fmt.Errorf("usage: frdumpgen -out FILE [-rank N] [-entries N] [-memo-bomb [-items N]]")
+		return fmt.Errorf("usage: frdumpgen -out FILE [-rank N] [-world N] [-entries N] [-memo-bomb [-items N]]")
 	}
-	if *entries <= 0 || *items <= 0 || *rank < 0 {
-		return fmt.Errorf("-entries %d, -items %d, -rank %d: want positive counts and a rank >= 0", *entries, *items, *rank)
+	if *entries <= 0 || *items <= 0 || *rank < 0 || *world <= *rank {
+		return fmt.Errorf("-entries %d, -items %d, -rank %d, -world %d: want positive counts and a rank of the world", *entries, *items, *rank, *world)
 	}
 	var data []byte
 	if *bomb {
 		data = pickletest.MemoBomb(*entries, *items)
 	} else {
-		data = frdumptest.Pickle(frdumptest.Synthetic(frdumptest.SyntheticConfig{Rank: *rank, Entries: *entries}))
+		data = frdumptest.Pickle(frdumptest.Synthetic(frdumptest.SyntheticConfig{Rank: *rank, WorldSize: *world, Entries: *entries}))
 	}
 	return os.WriteFile(*out, data, 0o644)
 }

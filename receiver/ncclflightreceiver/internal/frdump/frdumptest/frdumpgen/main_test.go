@@ -37,6 +37,18 @@ func TestMemoBombIsRefused(t *testing.T) {
 	assert.ErrorIs(t, err, pickle.ErrLimit)
 }
 
+// A rank of a 16-rank job: its default process group lists the 16.
+func TestWorldSize(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "dump")
+	require.NoError(t, run([]string{"-out", out, "-rank", "15", "-world", "16", "-entries", "10"}))
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	d, _, err := frdump.Parse(data)
+	require.NoError(t, err)
+	assert.Len(t, d.PGConfig["0"].Ranks, 16)
+	assert.Error(t, run([]string{"-out", out, "-rank", "16", "-world", "16"}), "a rank outside its world")
+}
+
 func TestBadArguments(t *testing.T) {
 	assert.Error(t, run(nil), "no -out")
 	assert.Error(t, run([]string{"-out", filepath.Join(t.TempDir(), "x"), "-entries", "0"}))
