@@ -23,6 +23,12 @@ type Config struct {
 	MaxOpenSteps int `mapstructure:"max_open_steps"`
 	// MaxCollectivesPerRank bounds the collectives kept per rank. Default 4096.
 	MaxCollectivesPerRank int `mapstructure:"max_collectives_per_rank"`
+	// MaxCollectives bounds the collectives kept across all ranks, so that
+	// what the processor holds is bounded by the node, not by its ranks
+	// (a flight-recorder dump of every rank of a job arrives at once: 16
+	// ranks of 20,000 entries). Beyond it a collective is passed on at once,
+	// unsummarised. Default 16384 (about 28 MiB at 1.7 KiB a collective).
+	MaxCollectives int `mapstructure:"max_collectives"`
 	// MaxRanks bounds the ranks with collectives kept. Default 1024.
 	MaxRanks int `mapstructure:"max_ranks"`
 	// AnomalyFactor: a collective this many times slower than the median of
@@ -59,7 +65,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("orphan_after: %s must not be shorter than collective_wait %s", cfg.OrphanAfter, cfg.CollectiveWait))
 	}
 	for name, n := range map[string]int{"max_open_steps": cfg.MaxOpenSteps, "max_collectives_per_rank": cfg.MaxCollectivesPerRank,
-		"max_ranks": cfg.MaxRanks, "max_attribute_bytes": cfg.MaxAttributeBytes} {
+		"max_collectives": cfg.MaxCollectives, "max_ranks": cfg.MaxRanks, "max_attribute_bytes": cfg.MaxAttributeBytes} {
 		if n <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %d", name, n))
 		}

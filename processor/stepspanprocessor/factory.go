@@ -26,6 +26,7 @@ func createDefaultConfig() component.Config {
 		OrphanAfter:           30 * time.Second,
 		MaxOpenSteps:          4096,
 		MaxCollectivesPerRank: 4096,
+		MaxCollectives:        16384,
 		MaxRanks:              1024,
 		AnomalyFactor:         3,
 		MaxAttributeBytes:     4096,

@@ -81,6 +81,10 @@ type stepSpanProcessor struct {
 	steps       map[stepKey]*openStep
 	arrivals    []*openStep // arrival order, for evicting the oldest in O(1)
 	collectives map[rankKey][]*collective
+	// held counts the collectives of every rank's list (max_collectives);
+	// fullWarned: holding max_collectives was logged, until it falls again.
+	held       int
+	fullWarned bool
 	// capWarned: ranks whose dropped collectives were logged already (the
 	// counter has every drop; at most max_ranks entries).
 	capWarned map[rankKey]bool
@@ -146,8 +150,8 @@ func (p *stepSpanProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 					}
 					return true
 				case isCollective(span):
-					p.keepCollective(res, ss.Scope(), span, now)
-					return true
+					// One the processor has no room for goes on at once.
+					return p.keepCollective(res, ss.Scope(), span, now)
 				}
 				return false
 			})
@@ -270,8 +274,17 @@ func (p *stepSpanProcessor) capStrings(m pcommon.Map) {
 }
 
 // keepCollective stores a collective span of a rank (its resource's
-// training.rank, 0 without one) for the steps.
-func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) {
+// training.rank, 0 without one) for the steps; false when max_collectives
+// are held already: the caller passes the span on unsummarised.
+func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) bool {
+	if p.held >= p.cfg.MaxCollectives {
+		if !p.fullWarned {
+			p.fullWarned = true
+			p.logger.Warn("stepspanprocessor: holding max_collectives collectives for the steps; passing further ones on unsummarised until steps claim some",
+				zap.Int("max_collectives", p.cfg.MaxCollectives))
+		}
+		return false
+	}
 	var rank int64
 	if v, ok := res.Get(semconv.AttrTrainingRank); ok {
 		rank, _ = steprecord.Int(v)
@@ -298,11 +311,17 @@ func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.Instru
 		c.resolved = true // the flush forwards it below
 	}
 	list = append(list, c)
+	p.held++
 	if over := len(list) - p.cfg.MaxCollectivesPerRank; over > 0 {
+		// Clear what is cut off: the array behind the slice would keep the
+		// dropped collectives' spans alive until the rank's list grows again.
+		clear(list[:over])
 		list = list[over:]
+		p.held -= over
 		p.dropped(rk, over)
 	}
 	p.collectives[rk] = list
+	return true
 }
 
 // flush sends steps whose wait is over (all of them when final) with the
@@ -326,6 +345,7 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 	for _, s := range due {
 		out = append(out, p.summarise(s)...)
 	}
+	p.held = 0
 	for rk, list := range p.collectives {
 		kept := list[:0]
 		for _, c := range list {
@@ -338,11 +358,16 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 				kept = append(kept, c)
 			}
 		}
+		clear(list[len(kept):]) // what went out or was claimed
+		p.held += len(kept)
 		if len(kept) == 0 {
 			delete(p.collectives, rk)
 		} else {
 			p.collectives[rk] = kept
 		}
+	}
+	if p.held < p.cfg.MaxCollectives {
+		p.fullWarned = false
 	}
 	p.mu.Unlock()
 	for _, td := range out {
