@@ -52,17 +52,20 @@ func TestCollectivesOverTheRankCapAreCounted(t *testing.T) {
 }
 
 // What the processor holds for the steps is bounded across all ranks, not
-// only per rank: sixteen ranks' flight-recorder dumps arriving at once
-// must not multiply it by sixteen. Collectives beyond max_collectives pass
-// on at once, unsummarised (nothing dropped), logged once while full; a
-// flush that sends what was held makes room again.
+// only per rank: sixteen ranks' flight-recorder dumps arriving at once must
+// not multiply it by sixteen. Each rank keeps its share of max_collectives
+// (its newest), whichever rank came first; what goes is counted as
+// node_cap, and a flush sends what was held.
 func TestCollectivesBoundedAcrossRanks(t *testing.T) {
 	cfg := testConfig()
-	cfg.MaxCollectives = 10
+	cfg.MaxCollectives = 12
 	cfg.CollectiveWait = time.Hour
 	cfg.OrphanAfter = time.Hour
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	core, logs := observer.New(zap.WarnLevel)
 	set := processortest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
 	set.Logger = zap.New(core)
 	sink := &capture{}
 	pt, err := NewFactory().CreateTraces(context.Background(), set, cfg, sink)
@@ -71,7 +74,8 @@ func TestCollectivesBoundedAcrossRanks(t *testing.T) {
 	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
 
-	const ranks, each = 4, 5
+	// Rank 0's dump first, whole; then ranks 1 to 3.
+	const ranks, each = 4, 20
 	for rank := range int64(ranks) {
 		for i := range each {
 			td := collectiveTraces("xl003", rank, "allreduce", t0.Add(time.Duration(i)*time.Millisecond), time.Millisecond, false)
@@ -80,19 +84,29 @@ func TestCollectivesBoundedAcrossRanks(t *testing.T) {
 	}
 	p.mu.Lock()
 	held := 0
-	for _, list := range p.collectives {
+	for rk, list := range p.collectives {
 		held += len(list)
+		assert.Len(t, list, 12/ranks, "rank %d keeps its share", rk.rank)
+		assert.Equal(t, t0.Add((each-1)*time.Millisecond), list[len(list)-1].start, "rank %d keeps its newest", rk.rank)
 	}
-	assert.Equal(t, 10, held, "held across ranks")
-	assert.Equal(t, 10, p.held, "the running count agrees")
+	assert.Equal(t, 12, held, "held across ranks")
+	assert.Equal(t, held, p.held, "the running count agrees")
 	p.mu.Unlock()
-	assert.Equal(t, ranks*each-10, sink.count(), "the rest passed on at once")
-	assert.Equal(t, 1, logs.FilterMessageSnippet("max_collectives").Len(), "logged once while full")
+	assert.Zero(t, sink.count(), "nothing passed on before a flush")
+
+	m, err := tel.GetMetric("otelcol_processor_stepspan_collectives_dropped")
+	require.NoError(t, err)
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	require.True(t, ok)
+	require.Len(t, sum.DataPoints, 1)
+	reason, _ := sum.DataPoints[0].Attributes.Value(metadata.TelemetryAttrReason)
+	assert.Equal(t, metadata.ReasonNodeCap, reason.AsString())
+	assert.Equal(t, int64(ranks*each-12), sum.DataPoints[0].Value, "every collective not held is counted")
+	assert.Equal(t, ranks, logs.FilterMessageSnippet("max_collectives").Len(), "logged once per rank")
 
 	p.flush(context.Background(), true) // sends what was held
-	assert.Equal(t, ranks*each, sink.count(), "nothing lost")
+	assert.Equal(t, 12, sink.count())
 	p.mu.Lock()
 	assert.Zero(t, p.held)
-	assert.False(t, p.fullWarned, "room again: the next time it fills is logged")
 	p.mu.Unlock()
 }

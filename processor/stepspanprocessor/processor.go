@@ -81,10 +81,8 @@ type stepSpanProcessor struct {
 	steps       map[stepKey]*openStep
 	arrivals    []*openStep // arrival order, for evicting the oldest in O(1)
 	collectives map[rankKey][]*collective
-	// held counts the collectives of every rank's list (max_collectives);
-	// fullWarned: holding max_collectives was logged, until it falls again.
-	held       int
-	fullWarned bool
+	// held counts the collectives of every rank's list (max_collectives).
+	held int
 	// capWarned: ranks whose dropped collectives were logged already (the
 	// counter has every drop; at most max_ranks entries).
 	capWarned map[rankKey]bool
@@ -150,8 +148,8 @@ func (p *stepSpanProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 					}
 					return true
 				case isCollective(span):
-					// One the processor has no room for goes on at once.
-					return p.keepCollective(res, ss.Scope(), span, now)
+					p.keepCollective(res, ss.Scope(), span, now)
+					return true
 				}
 				return false
 			})
@@ -274,17 +272,12 @@ func (p *stepSpanProcessor) capStrings(m pcommon.Map) {
 }
 
 // keepCollective stores a collective span of a rank (its resource's
-// training.rank, 0 without one) for the steps; false when max_collectives
-// are held already: the caller passes the span on unsummarised.
-func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) bool {
-	if p.held >= p.cfg.MaxCollectives {
-		if !p.fullWarned {
-			p.fullWarned = true
-			p.logger.Warn("stepspanprocessor: holding max_collectives collectives for the steps; passing further ones on unsummarised until steps claim some",
-				zap.Int("max_collectives", p.cfg.MaxCollectives))
-		}
-		return false
-	}
+// training.rank, 0 without one) for the steps. Two bounds: a rank keeps at
+// most max_collectives_per_rank, and all ranks together max_collectives,
+// each rank its share of it (max_collectives over the ranks held), so that
+// the memory held is the node's bound whatever the number of ranks. What a
+// bound pushes out is the oldest of the rank over its share, counted.
+func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.InstrumentationScope, span ptrace.Span, now time.Time) {
 	var rank int64
 	if v, ok := res.Get(semconv.AttrTrainingRank); ok {
 		rank, _ = steprecord.Int(v)
@@ -310,18 +303,52 @@ func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.Instru
 		p.logger.Debug("stepspanprocessor: too many ranks, forwarding a collective unsummarised", zap.Int64("rank", rank))
 		c.resolved = true // the flush forwards it below
 	}
+	ranks := len(p.collectives)
+	if list == nil {
+		ranks++
+	}
 	list = append(list, c)
 	p.held++
-	if over := len(list) - p.cfg.MaxCollectivesPerRank; over > 0 {
-		// Clear what is cut off: the array behind the slice would keep the
-		// dropped collectives' spans alive until the rank's list grows again.
-		clear(list[:over])
-		list = list[over:]
-		p.held -= over
-		p.dropped(rk, over)
+	over, why := len(list)-p.cfg.MaxCollectivesPerRank, metadata.ReasonPerRankCap
+	if p.held > p.cfg.MaxCollectives {
+		if share := max(1, p.cfg.MaxCollectives/ranks); len(list) > share {
+			over, why = max(over, len(list)-share), metadata.ReasonNodeCap
+		} else {
+			p.dropOldestOfLargest(rk)
+		}
+	}
+	if over > 0 {
+		list = p.dropOldest(rk, list, over, why)
 	}
 	p.collectives[rk] = list
-	return true
+}
+
+// dropOldest removes the n oldest collectives of rk's list and counts them.
+// What is cut off is cleared: the array behind the slice would otherwise
+// keep the dropped spans alive until the rank's list grows again.
+func (p *stepSpanProcessor) dropOldest(rk rankKey, list []*collective, n int, why string) []*collective {
+	clear(list[:n])
+	p.held -= n
+	p.dropped(rk, n, why)
+	return list[n:]
+}
+
+// dropOldestOfLargest makes room for a rank under its share of
+// max_collectives: the rank holding the most (not rk) gives its oldest.
+func (p *stepSpanProcessor) dropOldestOfLargest(rk rankKey) {
+	var (
+		largest rankKey
+		n       int
+	)
+	for k, list := range p.collectives {
+		if k != rk && len(list) > n {
+			largest, n = k, len(list)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	p.collectives[largest] = p.dropOldest(largest, p.collectives[largest], 1, metadata.ReasonNodeCap)
 }
 
 // flush sends steps whose wait is over (all of them when final) with the
@@ -365,9 +392,6 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 		} else {
 			p.collectives[rk] = kept
 		}
-	}
-	if p.held < p.cfg.MaxCollectives {
-		p.fullWarned = false
 	}
 	p.mu.Unlock()
 	for _, td := range out {
@@ -520,12 +544,13 @@ func (p *stepSpanProcessor) send(ctx context.Context, td ptrace.Traces) {
 	}
 }
 
-// dropped counts collectives of rk that no step claimed before the rank's
-// cap pushed them out, and logs the first time per rank (the count goes on
-// in the counter, which log sampling cannot hide). Callers hold p.mu.
-func (p *stepSpanProcessor) dropped(rk rankKey, n int) {
+// dropped counts collectives of rk that no step claimed before a cap
+// (why: the rank's or the node's) pushed them out, and logs the first time
+// per rank (the count goes on in the counter, which log sampling cannot
+// hide). Callers hold p.mu.
+func (p *stepSpanProcessor) dropped(rk rankKey, n int, why string) {
 	p.tb.ProcessorStepspanCollectivesDropped.Add(context.Background(), int64(n),
-		metric.WithAttributeSet(attribute.NewSet(attribute.String(metadata.TelemetryAttrReason, metadata.ReasonPerRankCap))))
+		metric.WithAttributeSet(attribute.NewSet(attribute.String(metadata.TelemetryAttrReason, why))))
 	if p.capWarned[rk] {
 		return
 	}
@@ -533,7 +558,7 @@ func (p *stepSpanProcessor) dropped(rk rankKey, n int) {
 		clear(p.capWarned)
 	}
 	p.capWarned[rk] = true
-	p.logger.Warn("stepspanprocessor: a rank holds more unclaimed collectives than max_collectives_per_rank; dropping the oldest (otelcol_processor_stepspan_collectives_dropped)",
-		zap.String(semconv.AttrHostName, rk.host), zap.Int64(semconv.AttrTrainingRank, rk.rank),
-		zap.Int("max_collectives_per_rank", p.cfg.MaxCollectivesPerRank))
+	p.logger.Warn("stepspanprocessor: a rank holds more unclaimed collectives than max_collectives_per_rank, or than its share of max_collectives; dropping the oldest (otelcol_processor_stepspan_collectives_dropped)",
+		zap.String(semconv.AttrHostName, rk.host), zap.Int64(semconv.AttrTrainingRank, rk.rank), zap.String("reason", why),
+		zap.Int("max_collectives_per_rank", p.cfg.MaxCollectivesPerRank), zap.Int("max_collectives", p.cfg.MaxCollectives))
 }

@@ -39,11 +39,10 @@ const oneJobRanks = 16
 // progress of every rank as evidence; every rank's spans reach otlp_spans.
 // Before the budget, eight such dumps held the agent at 555 MiB (peak
 // 813 MiB) and sixteen reached 1 GiB. The agent's peak also holds what
-// the traces pipeline keeps of the dumps' spans: stepspan's
-// max_collectives_per_rank (4,096) per rank for orphan_after (30 s), and
-// the dropped ones its slices still reference; with sixteen ranks that is
-// what takes the agent over its limit until stepspan is bounded
-// (BENCHMARKS.md, issue 29).
+// the traces pipeline keeps of the dumps' spans: stepspan's collectives
+// for orphan_after (30 s), at most max_collectives (16,384) across all
+// ranks; with max_collectives_per_rank (4,096) per rank alone, sixteen
+// ranks took the agent to 278-281 MiB (BENCHMARKS.md, issue 29).
 //
 // A peak over the limit fails the test after everything else was checked,
 // and the numbers are logged whatever happens (BENCHMARKS.md).
@@ -186,14 +185,18 @@ func TestDumpMemoryOneJob(t *testing.T) {
 	}
 
 	phase = "until the spans"
-	// Every rank's spans reach otlp_spans (stepspan forwards the newest
-	// max_collectives_per_rank of each rank's orphan collectives).
+	// Every rank's spans reach otlp_spans: stepspan forwards the newest of
+	// each rank's orphan collectives, each rank its share of
+	// max_collectives (16,384 over the ranks held: 1,024 of 16 ranks' when
+	// every dump arrived within orphan_after) and at most
+	// max_collectives_per_rank; how many exactly depends on how many
+	// orphans went out while later dumps were still being read.
 	eventually(t, 3*time.Minute, "every rank's spans in otlp_spans", func() error {
 		sample()
 		byRank := spansByRank(t, brokerAddr)
 		for r := range ranks {
-			if byRank[r] != stepspanKeptPerRank {
-				return fmt.Errorf("%d spans of rank %d in otlp_spans, want %d", byRank[r], r, stepspanKeptPerRank)
+			if byRank[r] < stepspanMaxCollectives/ranks || byRank[r] > stepspanKeptPerRank {
+				return fmt.Errorf("%d spans of rank %d in otlp_spans, want %d to %d", byRank[r], r, stepspanMaxCollectives/ranks, stepspanKeptPerRank)
 			}
 		}
 		return nil

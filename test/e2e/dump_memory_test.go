@@ -36,6 +36,11 @@ const maxPickleBytes = 8 << 20
 // whole by the receiver, reaches otlp_spans as its last 4096 spans.
 const stepspanKeptPerRank = 4096
 
+// stepspanMaxCollectives is the stepspan processor's max_collectives
+// (default 16384, not set in the agent config): all ranks together keep at
+// most this many, each rank its share.
+const stepspanMaxCollectives = 16384
+
 // agentRuntime is what deploy/kubernetes/rendered/agent-daemonset.yaml (the
 // Helm chart's default agent DaemonSet) gives
 // the agent container: its memory limit and the Go runtime's settings.

@@ -54,8 +54,8 @@ var ownGPUs = []string{"GPU-0a0a0a0a-0000-4000-8000-000000000000", "GPU-0a0a0a0a
 // correlator (stepmetrics, tail sampling: nothing decides on them).
 // TestPipelinesAsShipped checks these lists against the configs.
 var (
-	agentScripts = []string{"memory_limiter", "provenance"} // logs/, metrics/, traces/scripts
-	agentLogs    = []string{"memory_limiter", "nodestate", "ratelimit", "batch"}
+	agentScripts = []string{"memory_limiter", "provenance"}             // logs/, metrics/, traces/scripts
+	agentLogs    = []string{"memory_limiter", "nodestate", "ratelimit"} // not batched: a full queue refuses the sender (docs/architecture.md)
 	agentMetrics = []string{"memory_limiter", "nodestate", "batch"}
 	agentTraces  = []string{"memory_limiter", "stepspan", "ratelimit", "batch"}
 	gatewayTrace = []string{"memory_limiter", "ratelimit", "straggler"}

@@ -14,6 +14,10 @@ const TelemetryAttrReason = "reason"
 // collectives; the oldest went.
 const ReasonPerRankCap = "per_rank_cap"
 
+// ReasonNodeCap: all ranks together held max_collectives unclaimed
+// collectives and the oldest of a rank over its share went.
+const ReasonNodeCap = "node_cap"
+
 // TelemetryBuilder holds the processor's own instruments (metadata.yaml).
 type TelemetryBuilder struct {
 	// ProcessorStepspanCollectivesDropped counts collective spans dropped
