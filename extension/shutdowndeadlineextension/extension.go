@@ -70,7 +70,7 @@ func (d *deadline) NotReady() error {
 	}
 	d.armedAt = time.Now()
 	d.stop = d.timer(d.deadline, d.fire)
-	d.logger.Info(armedMessage, zap.Duration("deadline", d.deadline))
+	d.logger.Info(armedMessage, zap.Stringer("deadline", d.deadline))
 	return nil
 }
 
@@ -98,9 +98,11 @@ func (d *deadline) fire() {
 	armedAt := d.armedAt
 	d.mu.Unlock()
 
+	// Durations as text ("25s"): the collector's encoder writes a
+	// zap.Duration as a number of seconds.
 	d.logger.Error(deadlineMessage,
-		zap.Duration("deadline", d.deadline),
-		zap.Duration("elapsed", time.Since(armedAt)),
+		zap.Stringer("deadline", d.deadline),
+		zap.Stringer("elapsed", time.Since(armedAt).Round(time.Millisecond)),
 		zap.Int("exit_code", ExitCode),
 		zap.String("goroutines", goroutineSummary(maxSummaryBytes)))
 	_ = d.logger.Sync()
