@@ -256,7 +256,12 @@ func (r *gpuFaultsReceiver) handle(ctx context.Context, rec *kgo.Record) bool {
 	}
 	backoff = r.cfg.RetryBackoff.InitialInterval
 	for {
-		err := r.client.CommitRecords(ctx, rec)
+		// The record was decided: commit it even when the shutdown began
+		// meanwhile (a commit cut short hands it to the next owner a second
+		// time), within the bound Shutdown waits for the record in flight.
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.wait)
+		err := r.client.CommitRecords(commitCtx, rec)
+		cancel()
 		if err == nil {
 			return true
 		}
