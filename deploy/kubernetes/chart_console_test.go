@@ -22,9 +22,6 @@ const (
 	// consoleTokenSecret is ci/console-values.yaml's
 	// gateway.console.tokenSecret, a Secret the user creates (key token).
 	consoleTokenSecret = "otelcol-gpu-console-token"
-	// consoleTLSSecret is ci/console-values.yaml's certificate (with the
-	// CA a standby verifies the owner by).
-	consoleTLSSecret = "otelcol-gpu-console-tls"
 	// consoleTokenFile is where the gateway reads the console's token.
 	consoleTokenFile = "/etc/otelcol-gpu/console/token"
 )

@@ -506,6 +506,10 @@ func mountedConfigMapFile(t *testing.T, objs []*unstructured.Unstructured, pod c
 	return data
 }
 
+// consoleTLSSecret is ci/console-values.yaml's certificate (with the CA a
+// standby verifies the owner by), a Secret the user creates.
+const consoleTLSSecret = "otelcol-gpu-console-tls"
+
 // kafkaTLSSASLFragment is the file name of distributions/*/kafka-tls-sasl.yaml.
 const kafkaTLSSASLFragment = "kafka-tls-sasl.yaml"
 

@@ -177,7 +177,7 @@ func TestChartConfigsBoundShutdown(t *testing.T) {
 						if !ok {
 							continue
 						}
-						b, err := mountedConfigMapFile(pod.spec, c, configMaps, path)
+						b, err := renderedConfigMapFile(pod.spec, c, configMaps, path)
 						require.NoError(t, err, "%s container %s: %s", pod.name, c.Name, path)
 						require.NoError(t, merged.Merge(parseCollectorConfig(t, path, []byte(b))))
 					}
@@ -196,9 +196,9 @@ type podOf struct {
 	spec corev1.PodSpec
 }
 
-// mountedConfigMapFile is the content of path in container c: the key of
+// renderedConfigMapFile is the content of path in container c: the key of
 // the ConfigMap volume mounted at path's directory.
-func mountedConfigMapFile(spec corev1.PodSpec, c corev1.Container, configMaps map[string]*corev1.ConfigMap, path string) (string, error) {
+func renderedConfigMapFile(spec corev1.PodSpec, c corev1.Container, configMaps map[string]*corev1.ConfigMap, path string) (string, error) {
 	dir, key := filepath.Dir(path), filepath.Base(path)
 	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir && m.SubPath == "" })
 	if i < 0 {
