@@ -25,28 +25,27 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
-// An agent speaks only for its own node (issue 18). A sender on the real
-// agent's OTLP port claims another node: an XID 79 record, a volatile DBE
-// counter growing 0 -> 3, and a fake 8-rank job whose rank 3 runs on the
-// victim 2.5x slower. The same sender then names the agent's own node and
-// its real GPUs (XID 79, DBE). Only after that does a genuine XID 79 reach
-// the agent through its GPU receiver (a dcgm-exporter page). Once the
-// real gateway has decided the genuine fault (dry-run audit) and has read
-// everything before it, nothing on gpu_faults and nothing in the audit
-// names the victim, no fault opened on the GPUs the sender named, and the
-// agent's provenance counter says what it renamed.
-func TestProvenanceAtTheAgent(t *testing.T) {
+// provenanceRig is what the provenance tests run: the Kafka-protocol
+// broker, the gateway (dry run, its audit in a file) and one agent whose
+// GPU receiver reads a dcgm-exporter page of four GPUs of host, with the
+// shipped configs; faults consumes gpu_faults, otlp is the agent's OTLP/HTTP.
+type provenanceRig struct {
+	brokerAddr string
+	all        []*process
+	lag        *loadtest.Broker
+	page       *gpuPage
+	audit      string
+	addrs      testbed.AgentAddrs
+	faults     *keyedFaults
+	otlp       string
+}
+
+func startProvenanceRig(t *testing.T, host, jobID string) *provenanceRig {
+	t.Helper()
 	root := repoRoot(t)
 	agentBin := binary(t, "otelcol-gpu-agent")
 	gatewayBin := binary(t, "otelcol-gpu-gateway")
 	brokerBin := buildBroker(t)
-
-	const (
-		host   = "prov-n0"
-		victim = "prov-victim"
-		job    = "prov-fake-job"
-	)
-	victimGPU := "GPU-7e57ed00-0000-4000-8000-000000000000"
 
 	brokerAddr := freeAddr(t)
 	broker := startProcess(t, "kfakebroker", nil, brokerBin,
@@ -83,7 +82,7 @@ func TestProvenanceAtTheAgent(t *testing.T) {
 	waitHTTP(t, "http://"+gwHealth+"/", gateway)
 
 	addrs := testbed.AgentAddrs{Health: freeAddr(t), OTLPHTTP: freeAddr(t), OTLPGRPC: freeAddr(t), Telemetry: freeAddr(t)}
-	node := testbed.NodeInputs{Host: host, JobID: "prov-job", GPUUUIDs: page.uuids, PageURL: "http://" + pageAddr + "/metrics",
+	node := testbed.NodeInputs{Host: host, JobID: jobID, GPUUUIDs: page.uuids, PageURL: "http://" + pageAddr + "/metrics",
 		SysfsRoot: filepath.Join(root, "receiver", "ibreceiver", "testdata", "procfs-sys"), FRDir: t.TempDir()}
 	env, err := node.AgentEnv(brokerAddr, t.TempDir(), addrs, true)
 	if err != nil {
@@ -94,6 +93,30 @@ func TestProvenanceAtTheAgent(t *testing.T) {
 	waitHTTP(t, "http://"+addrs.Health+"/", agent)
 	faults := consumeKeyedFaults(t, brokerAddr)
 	otlp := "http://" + addrs.OTLPHTTP
+	return &provenanceRig{brokerAddr: brokerAddr, all: all, lag: lag, page: page, audit: audit, addrs: addrs,
+		faults: faults, otlp: otlp}
+}
+
+// An agent speaks only for its own node (issue 18). A sender on the real
+// agent's OTLP port claims another node: an XID 79 record, a volatile DBE
+// counter growing 0 -> 3, and a fake 8-rank job whose rank 3 runs on the
+// victim 2.5x slower. The same sender then names the agent's own node and
+// its real GPUs (XID 79, DBE). Only after that does a genuine XID 79 reach
+// the agent through its GPU receiver (a dcgm-exporter page). Once the
+// real gateway has decided the genuine fault (dry-run audit) and has read
+// everything before it, nothing on gpu_faults and nothing in the audit
+// names the victim, no fault opened on the GPUs the sender named, and the
+// agent's provenance counter says what it renamed.
+func TestProvenanceAtTheAgent(t *testing.T) {
+	const (
+		host   = "prov-n0"
+		victim = "prov-victim"
+		job    = "prov-fake-job"
+	)
+	victimGPU := "GPU-7e57ed00-0000-4000-8000-000000000000"
+
+	r := startProvenanceRig(t, host, "prov-job")
+	all, lag, page, audit, addrs, faults, otlp := r.all, r.lag, r.page, r.audit, r.addrs, r.faults, r.otlp
 	agentTelemetry := "http://" + addrs.Telemetry + "/metrics"
 
 	// The gateway holds every GPU's baseline (a DBE count grows from it),

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap/otlpmaptest"
 	"github.com/otelcol-gpu/otelcol-gpu/test/loadtest"
-	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
 )
 
 // Issue 29, hole 1, with the shipped binaries: OTLP lets a map name a key
@@ -37,11 +35,6 @@ import (
 // no line of the remediation audit names the victim or its GPU, and the
 // fake job opened nothing.
 func TestRepeatedKeysAtTheAgent(t *testing.T) {
-	root := repoRoot(t)
-	agentBin := binary(t, "otelcol-gpu-agent")
-	gatewayBin := binary(t, "otelcol-gpu-gateway")
-	brokerBin := buildBroker(t)
-
 	const (
 		host   = "rk-n0"
 		victim = "rk-victim"
@@ -49,52 +42,8 @@ func TestRepeatedKeysAtTheAgent(t *testing.T) {
 	)
 	victimGPU := "GPU-7e57ed00-0000-4000-8000-00000000029a"
 
-	brokerAddr := freeAddr(t)
-	broker := startProcess(t, "kfakebroker", nil, brokerBin,
-		"-listen", brokerAddr, "-advertise", brokerAddr,
-		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults", "-partitions", "3")
-	all := []*process{broker}
-	lag, err := loadtest.ConnectBroker(brokerAddr, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lag.Close)
-
-	page := newGPUPage(host, 4)
-	pageAddr := freeAddr(t)
-	pageSrv := &http.Server{Addr: pageAddr, Handler: page, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = pageSrv.ListenAndServe() }()
-	t.Cleanup(func() { _ = pageSrv.Close() })
-
-	sink := newLogSink(t)
-	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	gwHealth := freeAddr(t)
-	gateway := startProcess(t, "gateway", []string{
-		"KAFKA_BROKERS=" + brokerAddr,
-		"PROMETHEUS_REMOTE_WRITE_URL=" + sink + "/api/v1/write",
-		"LOKI_OTLP_ENDPOINT=" + sink,
-		"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
-		"STRAGGLER_DECISION_WAIT=1500ms",
-		"REMEDIATION_AUDIT_FILE=" + audit,
-		"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
-		"OTELCOL_GPU_HEALTH_ENDPOINT=" + gwHealth,
-		"OTELCOL_GPU_TELEMETRY_PORT=" + port(freeAddr(t)),
-	}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"))
-	all = append(all, gateway)
-	waitHTTP(t, "http://"+gwHealth+"/", gateway)
-
-	addrs := testbed.AgentAddrs{Health: freeAddr(t), OTLPHTTP: freeAddr(t), OTLPGRPC: freeAddr(t), Telemetry: freeAddr(t)}
-	node := testbed.NodeInputs{Host: host, JobID: "rk-job", GPUUUIDs: page.uuids, PageURL: "http://" + pageAddr + "/metrics",
-		SysfsRoot: filepath.Join(root, "receiver", "ibreceiver", "testdata", "procfs-sys"), FRDir: t.TempDir()}
-	env, err := node.AgentEnv(brokerAddr, t.TempDir(), addrs, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := startProcess(t, "agent", env, agentBin, "--config", filepath.Join(root, "distributions", "agent", "config.yaml"))
-	all = append(all, agent)
-	waitHTTP(t, "http://"+addrs.Health+"/", agent)
-	faults := consumeKeyedFaults(t, brokerAddr)
-	otlp := "http://" + addrs.OTLPHTTP
+	r := startProvenanceRig(t, host, "rk-job")
+	all, lag, page, audit, addrs, faults, otlp := r.all, r.lag, r.page, r.audit, r.addrs, r.faults, r.otlp
 	eventually(t, 60*time.Second, "the gateway reads the agent's GPU metrics", func() error {
 		return committedOnce(lag, "otelcol-gpu-gateway-detect-metrics", "otlp_metrics")
 	}, all...)
