@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image/png"
 	"net/http"
@@ -89,36 +88,8 @@ func driveConsole(t *testing.T, baseURL, token, screenshotDir string, want conso
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API answered without the token")
 
-	var browserLog bytes.Buffer
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium(t)),
-		chromedp.NoSandbox, // root in the test container
-		chromedp.Headless,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1600, 1400),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.CombinedOutput(&browserLog),
-	)
-	defer cancelAlloc()
-	// A deadline only against a hang; each step polls.
-	ctx, cancelTime := context.WithTimeout(allocCtx, 5*time.Minute)
-	defer cancelTime()
-	ctx, cancel := chromedp.NewContext(ctx)
-	defer cancel()
-	defer func() {
-		if t.Failed() {
-			t.Logf("chromium output:\n%s", browserLog.String())
-		}
-	}()
-
-	poll := func(what, expr string) {
-		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(2*time.Minute), chromedp.WithPollingInterval(100*time.Millisecond)))
-		require.NoError(t, err, "waiting for %s (%s)", what, expr)
-	}
+	ctx := startBrowser(t, 1600, 1400, 5*time.Minute)
+	poll := func(what, expr string) { t.Helper(); pollUntil(t, ctx, 2*time.Minute, what, expr) }
 	text := func(id string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id)))

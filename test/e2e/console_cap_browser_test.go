@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -31,33 +29,9 @@ func TestConsoleBrowserQuarantineCapBanner(t *testing.T) {
 			Waiting: []console.CapWaiting{{FaultID: "f-dbe", Type: "gpu.memory.dbe", Severity: "P1", Node: "gpu050", Since: at, Last: at}}}})
 	c.Attach(reached)
 
-	var browserLog bytes.Buffer
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()), chromedp.CombinedOutput(&browserLog))
-	defer cancelAlloc()
-	ctx, cancelTime := context.WithTimeout(allocCtx, 3*time.Minute) // only against a hang; each step polls
-	defer cancelTime()
-	ctx, cancel := chromedp.NewContext(ctx)
-	defer cancel()
-	defer func() {
-		if t.Failed() {
-			t.Logf("chromium output:\n%s", browserLog.String())
-		}
-	}()
-	poll := func(what, expr string) {
-		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(100*time.Millisecond)))
-		require.NoError(t, err, "waiting for %s (%s)", what, expr)
-	}
-
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(fc.BaseURL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token-input")),
-		chromedp.SendKeys(chromedp.ID("token-input"), faultconsoletest.Token),
-		chromedp.Click(chromedp.ID("token-submit")),
-	))
+	ctx := startBrowser(t, 1400, 1000, 3*time.Minute)
+	poll := func(what, expr string) { t.Helper(); pollUntil(t, ctx, time.Minute, what, expr) }
+	signIn(t, ctx, fc.BaseURL, faultconsoletest.Token)
 	poll("the banner", `!document.getElementById("cap-banner").classList.contains("hidden")`)
 	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("cap-banner")))
 	require.NoError(t, err)

@@ -26,21 +26,7 @@ import (
 // console counts what it forwarded. otelcol-gpu-ctl given only the
 // standby (a Service reaching any replica) acts through it.
 func TestConsoleStandbyForwardsToTheOwner(t *testing.T) {
-	root := repoRoot(t)
-	gatewayBin := binary(t, "otelcol-gpu-gateway")
-	brokerBin := buildBroker(t)
-	ctl := filepath.Join(t.TempDir(), "otelcol-gpu-ctl")
-	build := exec.Command("go", "build", "-o", ctl, "./cmd/otelcol-gpu-ctl")
-	build.Dir = root
-	if msg, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building cmd/otelcol-gpu-ctl: %v\n%s", err, msg)
-	}
-
-	brokerAddr := freeAddr(t)
-	broker := startProcess(t, "kfakebroker", nil, brokerBin,
-		"-listen", brokerAddr, "-advertise", brokerAddr,
-		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults,gpu_fault_decisions", "-partitions", "2")
-	sink := newLogSink(t)
+	ctl := buildCtl(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	const token = "e2e-console-forward-token-0123456789"
@@ -66,87 +52,15 @@ func TestConsoleStandbyForwardsToTheOwner(t *testing.T) {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS(t, caFile)}}
 	t.Cleanup(hc.CloseIdleConnections)
 
-	type replica struct {
-		name, audit, console, metrics string
-		client                        *consoleclient.Client
-		proc                          *process
-	}
-	replicas := make([]*replica, 2)
-	for i := range replicas {
-		r := &replica{name: fmt.Sprintf("gateway-%d", i), audit: filepath.Join(t.TempDir(), "audit.jsonl")}
-		health, telemetry, consoleAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-		r.console, r.metrics = "https://"+consoleAddr, "http://"+telemetry+"/metrics"
-		r.client = &consoleclient.Client{BaseURL: r.console, Token: token, HTTP: hc}
-		r.proc = startProcess(t, r.name, []string{
-			"KAFKA_BROKERS=" + brokerAddr,
-			"KAFKA_GROUP_INSTANCE_ID=" + r.name,
-			"KAFKA_SESSION_TIMEOUT=6s",
-			"REMEDIATION_SESSION_TIMEOUT=6s",
-			"REMEDIATION_HEARTBEAT_INTERVAL=500ms",
-			"REMEDIATION_DRY_RUN=true",
-			"REMEDIATION_AUDIT_FILE=" + r.audit,
-			"PROMETHEUS_REMOTE_WRITE_URL=" + sink + "/api/v1/write",
-			"LOKI_OTLP_ENDPOINT=" + sink,
-			"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
-			"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
-			"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
-			"OTELCOL_GPU_TELEMETRY_HOST=" + host(telemetry),
-			"OTELCOL_GPU_TELEMETRY_PORT=" + port(telemetry),
-			"OTELCOL_GPU_CONSOLE_ENDPOINT=" + consoleAddr,
-			"OTELCOL_GPU_CONSOLE_TOKEN_FILE=" + tokenFile,
-			"OTELCOL_GPU_CONSOLE_ADVERTISE_URL=" + r.console,
-		}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"),
-			"--config", filepath.Join(root, "distributions", "gateway", "console.yaml"), "--config", fragment)
-		replicas[i] = r
-		waitHTTP(t, "http://"+health+"/", r.proc)
-	}
-	procs := []*process{broker, replicas[0].proc, replicas[1].proc}
-	defer func() {
-		if t.Failed() {
-			for _, r := range replicas {
-				r.proc.dumpLog(t, 40)
-			}
-		}
-	}()
+	rs := startConsoleReplicas(t, token, tokenFile, "https", hc, fragment)
+	owner, standby := rs.ownerAndStandby(t, func(st consoleclient.Status, o *consoleReplica) bool {
+		return st.Owner.Name == o.name && st.ForwardsControls
+	})
 	ctx := context.Background()
-
-	var owner, standby *replica
-	eventually(t, 60*time.Second, "one owner, one standby naming it", func() error {
-		var st [2]consoleclient.Status
-		for i, r := range replicas {
-			var err error
-			if st[i], _, err = r.client.Status(ctx); err != nil {
-				return err
-			}
-		}
-		for i, j := range []int{1, 0} {
-			o, s := replicas[i], replicas[j]
-			if st[i].Role == "owner" && st[j].Role == "standby" && st[j].Owner != nil && st[j].Owner.Name == o.name && st[j].ForwardsControls {
-				owner, standby = o, s
-				return nil
-			}
-		}
-		return fmt.Errorf("roles %q (owner %+v) and %q (owner %+v)", st[0].Role, st[0].Owner, st[1].Role, st[1].Owner)
-	}, procs...)
 	t.Logf("%s owns gpu_faults; %s is a standby that forwards", owner.name, standby.name)
 
-	prod := newAgentProducer(t, brokerAddr)
 	node := injected{host: "fwd-n00", partition: 1, typ: "gpu.fell_off_bus"}
-	prod.xid79(t, node)
-	var faultID string
-	eventually(t, 90*time.Second, "the owner holds the node", func() error {
-		nodes, _, err := owner.client.Nodes(ctx)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes.Nodes {
-			if n.Node == node.host && len(n.FaultIDs) > 0 {
-				faultID = n.FaultIDs[0]
-				return nil
-			}
-		}
-		return fmt.Errorf("%d nodes held, not %s", len(nodes.Nodes), node.host)
-	}, procs...)
+	faultID := rs.heldFault(t, owner, node)
 
 	// The controls, sent to the standby only.
 	action := consoleclient.Action{Operator: "alice", Reason: "RMA done"}
@@ -180,7 +94,7 @@ func TestConsoleStandbyForwardsToTheOwner(t *testing.T) {
 		ForwardedFor             string `json:"operator.forwarded_for"`
 	}
 	controls := map[string]bool{"release": true, "breaker": true, "acknowledge": true}
-	entries := func(r *replica) []entry {
+	entries := func(r *consoleReplica) []entry {
 		data, err := os.ReadFile(r.audit)
 		if err != nil {
 			t.Fatalf("%s's audit: %v", r.name, err)

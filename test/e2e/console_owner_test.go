@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
 )
@@ -26,104 +25,25 @@ import (
 // the owner acted (the standby counts the refusals); otelcol-gpu-ctl
 // given both consoles finds the owner and acts there.
 func TestConsoleOnlyTheOwnerActs(t *testing.T) {
-	root := repoRoot(t)
-	gatewayBin := binary(t, "otelcol-gpu-gateway")
-	brokerBin := buildBroker(t)
-	ctl := filepath.Join(t.TempDir(), "otelcol-gpu-ctl")
-	build := exec.Command("go", "build", "-o", ctl, "./cmd/otelcol-gpu-ctl")
-	build.Dir = root
-	if msg, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building cmd/otelcol-gpu-ctl: %v\n%s", err, msg)
-	}
-
-	brokerAddr := freeAddr(t)
-	broker := startProcess(t, "kfakebroker", nil, brokerBin,
-		"-listen", brokerAddr, "-advertise", brokerAddr,
-		"-topics", "otlp_spans,otlp_metrics,otlp_logs,gpu_faults,gpu_fault_decisions", "-partitions", "2")
-	sink := newLogSink(t)
+	ctl := buildCtl(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	const token = "e2e-console-owner-token-0123456789"
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	type replica struct {
-		name, audit, console, metrics string
-		client                        *consoleclient.Client
-		proc                          *process
-	}
-	replicas := make([]*replica, 2)
-	for i := range replicas {
-		r := &replica{name: fmt.Sprintf("gateway-%d", i), audit: filepath.Join(t.TempDir(), "audit.jsonl")}
-		health, telemetry, consoleAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-		r.console, r.metrics = "http://"+consoleAddr, "http://"+telemetry+"/metrics"
-		r.client = &consoleclient.Client{BaseURL: r.console, Token: token}
-		r.proc = startProcess(t, r.name, []string{
-			"KAFKA_BROKERS=" + brokerAddr,
-			"KAFKA_GROUP_INSTANCE_ID=" + r.name,
-			"KAFKA_SESSION_TIMEOUT=6s",
-			"REMEDIATION_SESSION_TIMEOUT=6s",
-			"REMEDIATION_HEARTBEAT_INTERVAL=500ms",
-			"REMEDIATION_DRY_RUN=true",
-			"REMEDIATION_AUDIT_FILE=" + r.audit,
-			"PROMETHEUS_REMOTE_WRITE_URL=" + sink + "/api/v1/write",
-			"LOKI_OTLP_ENDPOINT=" + sink,
-			"TEMPO_OTLP_ENDPOINT=" + freeAddr(t),
-			"OTELCOL_GPU_STORAGE_DIR=" + t.TempDir(),
-			"OTELCOL_GPU_HEALTH_ENDPOINT=" + health,
-			"OTELCOL_GPU_TELEMETRY_HOST=" + host(telemetry),
-			"OTELCOL_GPU_TELEMETRY_PORT=" + port(telemetry),
-			"OTELCOL_GPU_CONSOLE_ENDPOINT=" + consoleAddr,
-			"OTELCOL_GPU_CONSOLE_TOKEN_FILE=" + tokenFile,
-			"OTELCOL_GPU_CONSOLE_ADVERTISE_URL=" + r.console,
-		}, gatewayBin, "--config", filepath.Join(root, "distributions", "gateway", "config.yaml"),
-			"--config", filepath.Join(root, "distributions", "gateway", "console.yaml"))
-		replicas[i] = r
-		waitHTTP(t, "http://"+health+"/", r.proc)
-	}
-	procs := []*process{broker, replicas[0].proc, replicas[1].proc}
+	rs := startConsoleReplicas(t, token, tokenFile, "http", nil)
 	ctx := context.Background()
 
 	// Who owns: one says owner, the other standby naming it and its console.
-	var owner, standby *replica
-	eventually(t, 60*time.Second, "one owner, one standby naming it", func() error {
-		var st [2]consoleclient.Status
-		for i, r := range replicas {
-			var err error
-			if st[i], _, err = r.client.Status(ctx); err != nil {
-				return err
-			}
-		}
-		for i, j := range []int{1, 0} {
-			o, s := replicas[i], replicas[j]
-			if st[i].Role == "owner" && st[j].Role == "standby" && st[j].Owner != nil &&
-				*st[j].Owner == (consoleclient.Member{Name: o.name, Console: o.console}) {
-				owner, standby = o, s
-				return nil
-			}
-		}
-		return fmt.Errorf("roles %q (owner %+v) and %q (owner %+v)", st[0].Role, st[0].Owner, st[1].Role, st[1].Owner)
-	}, procs...)
+	owner, standby := rs.ownerAndStandby(t, func(st consoleclient.Status, o *consoleReplica) bool {
+		return *st.Owner == (consoleclient.Member{Name: o.name, Console: o.console})
+	})
 	t.Logf("%s owns gpu_faults; %s is a standby", owner.name, standby.name)
 
 	// A fault the owner holds (a dry-run quarantine).
-	prod := newAgentProducer(t, brokerAddr)
 	node := injected{host: "own-n00", partition: 0, typ: "gpu.fell_off_bus"}
-	prod.xid79(t, node)
-	var faultID string
-	eventually(t, 90*time.Second, "the owner holds the node", func() error {
-		nodes, _, err := owner.client.Nodes(ctx)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes.Nodes {
-			if n.Node == node.host && len(n.FaultIDs) > 0 {
-				faultID = n.FaultIDs[0]
-				return nil
-			}
-		}
-		return fmt.Errorf("%d nodes held, not %s", len(nodes.Nodes), node.host)
-	}, procs...)
+	faultID := rs.heldFault(t, owner, node)
 
 	// The standby refuses every control, naming the owner.
 	action := consoleclient.Action{Operator: "mallory", Reason: "from the standby"}
@@ -177,7 +97,7 @@ func TestConsoleOnlyTheOwnerActs(t *testing.T) {
 
 	// The audits: only the owner acted; the standby counted its refusals.
 	controls := map[string]bool{"release": true, "breaker": true, "acknowledge": true}
-	performed := func(r *replica) map[string]int {
+	performed := func(r *consoleReplica) map[string]int {
 		acted := map[string]int{}
 		for _, e := range operatorEntries(t, r.audit) {
 			if controls[e.Step] && (e.Decision == "acted" || e.Decision == "dry_run") {
@@ -197,11 +117,6 @@ func TestConsoleOnlyTheOwnerActs(t *testing.T) {
 		t.Errorf("the standby's refused requests: %v, want 3 (not_owner)", n)
 	}
 	t.Logf("owner %s performed %v; standby %s performed none", owner.name, ownerActed, standby.name)
-	if t.Failed() {
-		for _, r := range replicas {
-			r.proc.dumpLog(t, 40)
-		}
-	}
 }
 
 // operatorEntry is the part of an audit entry a console control writes.

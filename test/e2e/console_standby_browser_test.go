@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -31,32 +29,9 @@ func TestConsoleStandbyBanner(t *testing.T) {
 		Self: ownership.Member{Name: "otelcol-gpu-gateway-1"}, Owner: owner}})
 	fc.Extension.(console.Console).Attach(ctrl)
 
-	var browserLog bytes.Buffer
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.CombinedOutput(&browserLog))
-	defer cancelAlloc()
-	ctx, cancelTime := context.WithTimeout(allocCtx, 3*time.Minute) // against a hang only
-	defer cancelTime()
-	ctx, cancel := chromedp.NewContext(ctx)
-	defer cancel()
-	defer func() {
-		if t.Failed() {
-			t.Logf("chromium output:\n%s", browserLog.String())
-		}
-	}()
-	poll := func(what, expr string) {
-		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(100*time.Millisecond)))
-		require.NoError(t, err, "waiting for %s (%s)", what, expr)
-	}
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(fc.BaseURL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token-input")),
-		chromedp.SendKeys(chromedp.ID("token-input"), faultconsoletest.Token),
-		chromedp.Click(chromedp.ID("token-submit")),
-	))
+	ctx := startBrowser(t, 1200, 900, 3*time.Minute)
+	poll := func(what, expr string) { t.Helper(); pollUntil(t, ctx, time.Minute, what, expr) }
+	signIn(t, ctx, fc.BaseURL, faultconsoletest.Token)
 	poll("the standby banner", `!document.getElementById("role-banner").classList.contains("hidden")`)
 	banner, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("role-banner")))
 	require.NoError(t, err)
@@ -76,12 +51,7 @@ func TestConsoleStandbyBanner(t *testing.T) {
 			TLS: configtls.ClientConfig{Config: configtls.Config{CAFile: caFile}}}
 	})
 	fwd.Extension.(console.Console).Attach(ctrl)
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(fwd.BaseURL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token-input")),
-		chromedp.SendKeys(chromedp.ID("token-input"), faultconsoletest.Token),
-		chromedp.Click(chromedp.ID("token-submit")),
-	))
+	signIn(t, ctx, fwd.BaseURL, faultconsoletest.Token)
 	poll("the forwarding standby's banner", `document.getElementById("role-banner").textContent.includes("forwarded to it and performed there")`)
 
 	ctrl.SetRole(console.Role{Election: console.ElectionGPUFaults, Status: ownership.Status{Role: ownership.RoleOwner, Self: owner, Owner: owner}})
