@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -17,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"gopkg.in/yaml.v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/test/testbed"
@@ -183,7 +180,7 @@ func TestDumpMemory(t *testing.T) {
 				// The read dump's spans reach otlp_spans.
 				eventually(t, 3*time.Minute, d.name+": its spans in otlp_spans", func() error {
 					sample()
-					if n, want := spansOfRank(t, brokerAddr, rank+i), min(d.entries, stepspanKeptPerRank); n != want {
+					if n, want := spansByRank(t, brokerAddr)[rank+i], min(d.entries, stepspanKeptPerRank); n != want {
 						return fmt.Errorf("%d spans of rank %d in otlp_spans, want %d", n, rank+i, want)
 					}
 					return nil
@@ -412,40 +409,3 @@ func telemetryCounter(t *testing.T, url, metric string) float64 {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-// spansOfRank counts the spans in otlp_spans, from the start, whose
-// resource has training.rank rank.
-func spansOfRank(t *testing.T, broker string, rank int) int {
-	client, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("otlp_spans"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	var un ptrace.ProtoUnmarshaler
-	n := 0
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		fetches := client.PollFetches(ctx)
-		cancel()
-		if fetches.NumRecords() == 0 {
-			return n
-		}
-		fetches.EachRecord(func(rec *kgo.Record) {
-			td, err := un.UnmarshalTraces(rec.Value)
-			if err != nil {
-				t.Errorf("otlp_spans: %v", err)
-				return
-			}
-			for i := 0; i < td.ResourceSpans().Len(); i++ {
-				rs := td.ResourceSpans().At(i)
-				if r, ok := rs.Resource().Attributes().Get("training.rank"); !ok || r.Int() != int64(rank) {
-					continue
-				}
-				for j := 0; j < rs.ScopeSpans().Len(); j++ {
-					n += rs.ScopeSpans().At(j).Spans().Len()
-				}
-			}
-		})
-	}
-}
