@@ -97,6 +97,46 @@ func startProvenanceRig(t *testing.T, host, jobID string) *provenanceRig {
 		faults: faults, otlp: otlp}
 }
 
+// genuineXID79 is the positive control: a genuine XID 79 on GPU 0 through
+// the agent's GPU receiver opens a fault on gpu_faults, which remediation
+// decides (its audit names it).
+func (r *provenanceRig) genuineXID79(t *testing.T) keyedFault {
+	t.Helper()
+	r.page.set(0, func(s *gpuState) { s.xid = 79 })
+	var genuine keyedFault
+	eventually(t, 90*time.Second, "the genuine XID 79 on gpu_faults", func() error {
+		for _, f := range faultRecords(r.faults) {
+			if f.GPUUUID == r.page.uuids[0] && f.State == fault.StateOpen {
+				genuine = f
+				return nil
+			}
+		}
+		return fmt.Errorf("no open record for GPU 0 (%s)", r.page.uuids[0])
+	}, r.all...)
+	eventually(t, 60*time.Second, "remediation decides the genuine fault", func() error {
+		for _, e := range auditEntries(t, r.audit) {
+			if e.FaultID == genuine.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("no audit entry for fault %s yet", genuine.ID)
+	}, r.all...)
+	return genuine
+}
+
+// waitCaughtUp waits until the gateway's detection and remediation have
+// read everything the agent sent.
+func (r *provenanceRig) waitCaughtUp(t *testing.T) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the gateway reads everything", func() error {
+		return caughtUp(r.lag,
+			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-detect-metrics", Topic: "otlp_metrics"},
+			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-detect-logs", Topic: "otlp_logs"},
+			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-traces", Topic: "otlp_spans"},
+			loadtest.GroupTopic{Group: "otelcol-gpu-remediation", Topic: "gpu_faults"})
+	}, r.all...)
+}
+
 // An agent speaks only for its own node (issue 18). A sender on the real
 // agent's OTLP port claims another node: an XID 79 record, a volatile DBE
 // counter growing 0 -> 3, and a fake 8-rank job whose rank 3 runs on the
@@ -162,28 +202,10 @@ func TestProvenanceAtTheAgent(t *testing.T) {
 	// The positive control, after the attack: a genuine XID 79 on GPU 0
 	// through the agent's GPU receiver opens a fault and reaches
 	// remediation.
-	page.set(0, func(s *gpuState) { s.xid = 79 })
-	var genuine keyedFault
-	eventually(t, 90*time.Second, "the genuine XID 79 on gpu_faults", func() error {
-		for _, r := range faultRecords(faults) {
-			if r.GPUUUID == page.uuids[0] && r.State == fault.StateOpen {
-				genuine = r
-				return nil
-			}
-		}
-		return fmt.Errorf("no open record for GPU 0 (%s)", page.uuids[0])
-	}, all...)
+	genuine := r.genuineXID79(t)
 	if genuine.HostName != host {
 		t.Errorf("the genuine fault names host %q, want %q", genuine.HostName, host)
 	}
-	eventually(t, 60*time.Second, "remediation decides the genuine fault", func() error {
-		for _, e := range auditEntries(t, audit) {
-			if e.FaultID == genuine.ID {
-				return nil
-			}
-		}
-		return fmt.Errorf("no audit entry for fault %s yet", genuine.ID)
-	}, all...)
 	// The slow rank did reach the straggler detection: its fault opens,
 	// naming the node whose agent received its spans.
 	eventually(t, 90*time.Second, "a straggler fault of the fake job", func() error {
@@ -196,13 +218,7 @@ func TestProvenanceAtTheAgent(t *testing.T) {
 	}, all...)
 	// Everything the agent sent before the control has been read by the
 	// gateway's detection and by remediation.
-	eventually(t, 60*time.Second, "the gateway reads everything", func() error {
-		return caughtUp(lag,
-			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-detect-metrics", Topic: "otlp_metrics"},
-			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-detect-logs", Topic: "otlp_logs"},
-			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-traces", Topic: "otlp_spans"},
-			loadtest.GroupTopic{Group: "otelcol-gpu-remediation", Topic: "gpu_faults"})
-	}, all...)
+	r.waitCaughtUp(t)
 
 	records := faultRecords(faults)
 	for _, r := range records {

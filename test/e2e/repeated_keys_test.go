@@ -17,9 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/otlpmap/otlpmaptest"
-	"github.com/otelcol-gpu/otelcol-gpu/test/loadtest"
 )
 
 // Issue 29, hole 1, with the shipped binaries: OTLP lets a map name a key
@@ -76,32 +74,8 @@ func TestRepeatedKeysAtTheAgent(t *testing.T) {
 	}, all...)
 
 	// The positive control: a genuine XID 79 on GPU 0 is decided.
-	page.set(0, func(s *gpuState) { s.xid = 79 })
-	var genuine keyedFault
-	eventually(t, 90*time.Second, "the genuine XID 79 on gpu_faults", func() error {
-		for _, r := range faultRecords(faults) {
-			if r.GPUUUID == page.uuids[0] && r.State == fault.StateOpen {
-				genuine = r
-				return nil
-			}
-		}
-		return fmt.Errorf("no open record for GPU 0 (%s)", page.uuids[0])
-	}, all...)
-	eventually(t, 60*time.Second, "remediation decides the genuine fault", func() error {
-		for _, e := range auditEntries(t, audit) {
-			if e.FaultID == genuine.ID {
-				return nil
-			}
-		}
-		return fmt.Errorf("no audit entry for fault %s yet", genuine.ID)
-	}, all...)
-	eventually(t, 60*time.Second, "the gateway reads everything", func() error {
-		return caughtUp(lag,
-			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-detect-metrics", Topic: "otlp_metrics"},
-			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-detect-logs", Topic: "otlp_logs"},
-			loadtest.GroupTopic{Group: "otelcol-gpu-gateway-traces", Topic: "otlp_spans"},
-			loadtest.GroupTopic{Group: "otelcol-gpu-remediation", Topic: "gpu_faults"})
-	}, all...)
+	genuine := r.genuineXID79(t)
+	r.waitCaughtUp(t)
 
 	records := faultRecords(faults)
 	for _, r := range records {
