@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -333,6 +334,12 @@ func (r *ncclReceiver) decodeDump(ctx context.Context, f watch.File, dir string,
 		return overBudget(nil) // grown since it settled, past what is free
 	case errors.Is(err, watch.ErrTooLarge):
 		return refuse(reasonTooLarge, "cannot read dump, skipping it", err)
+	case errors.Is(err, fs.ErrNotExist):
+		// Renamed or removed since the directory was listed (a writer's
+		// temporary name moved into place): not a bad input; the next
+		// scan sees it under its new name.
+		r.logger.Debug("ncclflightreceiver: dump gone before it was read", zap.String("path", f.Path))
+		return nil, false
 	case err != nil:
 		return refuse(reasonUnreadable, "cannot read dump, skipping it", err)
 	}

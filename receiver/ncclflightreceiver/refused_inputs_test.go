@@ -23,6 +23,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump/frdumptest"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/watch"
 )
 
 // startWithTelemetry is startReceiver with the receiver's own telemetry
@@ -147,4 +148,23 @@ func spanRanks(e *env) []int64 {
 		}
 	}
 	return ranks
+}
+
+// A dump renamed or removed between the directory's listing and its read
+// (a writer moving its temporary file into place) is not a bad input: not
+// counted, not logged as a refusal; the dump under its new name is read.
+func TestDumpGoneBeforeItIsReadIsNotABadInput(t *testing.T) {
+	dir := t.TempDir()
+	d := parseFixture(t, "dp4-healthy-v2.7", 0)
+	e, tel := startWithTelemetry(t, fastConfig(dir))
+	defer e.stop(t)
+
+	gone := filepath.Join(dir, "nccl_trace_rank_0.tmp-write")
+	e.r.readDumps(context.Background(), []watch.File{{Path: gone, Size: 4096, ModTime: time.Now(), Inode: 1}})
+	assert.Equal(t, int64(0), badInputs(t, tel, semconv.NCCLSourceFlightRecorder, "unreadable"), "a vanished file is not counted")
+	assert.Empty(t, e.obs.FilterMessageSnippet("cannot read dump").All(), "nor logged as a refusal")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nccl_trace_rank_0"), frdumptest.Pickle(d), 0o644))
+	require.Eventually(t, func() bool { return e.traces.SpanCount() == len(d.Entries) }, 20*time.Second, 10*time.Millisecond)
+	assert.Equal(t, int64(0), badInputs(t, tel, semconv.NCCLSourceFlightRecorder, "unreadable"))
 }
