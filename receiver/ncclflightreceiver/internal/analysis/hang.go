@@ -398,12 +398,3 @@ func allRunning(ranks []int, times map[int]rankTimes, stall time.Duration) bool 
 	}
 	return len(ranks) > 0
 }
-
-func allStopped(ranks []int, times map[int]rankTimes, stall time.Duration) bool {
-	for _, r := range ranks {
-		if !times[r].stopped(stall) {
-			return false
-		}
-	}
-	return true
-}
