@@ -241,6 +241,7 @@ func (r *ncclReceiver) readDump(ctx context.Context, f watch.File) dumpRead {
 	if r.latest[dir] == nil {
 		r.latest[dir] = map[int]*analysis.Rank{}
 	}
+	rk = keptRecords(r.latest[dir][rank], rk) // keep.go
 	r.latest[dir][rank] = rk
 	r.budget.set(rankBudgetKey(dir, rank), rankCharge(rk))
 	r.readSeq++

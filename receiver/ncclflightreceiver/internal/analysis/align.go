@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 )
 
 // rankView is one rank's dump with the entries inside the common window.
@@ -11,6 +13,9 @@ type rankView struct {
 	rank   int
 	r      *Rank
 	window []*Op // entries with RecordID >= aligned.windowStart, dump order
+	// status is the rank's pg_status by process-group name
+	// (resolveGroupStatus): keys it cannot resolve are left out.
+	status map[string]frdump.PGStatus
 }
 
 // aligned is the dumps lined up for comparison.
@@ -91,7 +96,7 @@ func align(ranks []*Rank) *aligned {
 		if r == nil {
 			continue
 		}
-		byRank[r.Rank] = &rankView{rank: r.Rank, r: r} // a later dump of a rank wins
+		byRank[r.Rank] = &rankView{rank: r.Rank, r: r, status: resolveGroupStatus(r)} // a later dump of a rank wins
 	}
 	al := &aligned{views: make([]*rankView, 0, len(byRank))}
 	for _, v := range byRank {

@@ -84,6 +84,13 @@ type Finding struct {
 	// Evidence holds the numbers behind the finding, e.g.
 	// "rank.2.last_enqueued_collective" → "16".
 	Evidence map[string]string
+	// Stuck is, for a hang, the collective the culprits (Ranks) never
+	// entered and the job is stuck in (hang.go); nil for other kinds.
+	Stuck *StuckCollective
+	// Folded are, for a hang, the per-group findings it explains
+	// (missing_ranks, pg_status_divergence), sorted like Report.Findings;
+	// they are not in Report.Findings themselves.
+	Folded []Finding
 }
 
 // FindingKey identifies a finding across repeated analyses of the same job,
@@ -111,7 +118,8 @@ func (f *Finding) Key() FindingKey {
 
 // Report is the outcome of one analysis.
 type Report struct {
-	// Findings sorted by process group, sequence and kind.
+	// Findings: the hang first when there is one (Headline), then the
+	// others sorted by process group, sequence and kind.
 	Findings []Finding
 	// Ranks analysed, ascending (nil dumps and duplicates dropped).
 	Ranks []int
@@ -225,9 +233,29 @@ func AnalyzeRanks(ranks []*Rank, opts Options) Report {
 	rep.Findings = append(rep.Findings, findStatusDivergence(al, opts)...)
 	rep.Findings = append(rep.Findings, findTimeouts(al)...)
 	rep.Findings = culpritPass(al, rep.Findings, opts)
+	sortFindings(rep.Findings)
+	return rep
+}
 
-	sort.SliceStable(rep.Findings, func(i, j int) bool {
-		a, b := &rep.Findings[i], &rep.Findings[j]
+// Headline is the finding to read first: the job's hang (Findings[0], with
+// the culprits in Ranks, the collective they never entered in Stuck and the
+// per-group findings it explains in Folded); nil when the analysis found no
+// hang.
+func (r *Report) Headline() *Finding {
+	if len(r.Findings) > 0 && r.Findings[0].Kind == KindHang {
+		return &r.Findings[0]
+	}
+	return nil
+}
+
+// sortFindings puts a hang first, then orders by process group, sequence
+// and kind.
+func sortFindings(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := &fs[i], &fs[j]
+		if (a.Kind == KindHang) != (b.Kind == KindHang) {
+			return a.Kind == KindHang
+		}
 		if a.PGName != b.PGName {
 			return a.PGName < b.PGName
 		}
@@ -239,7 +267,6 @@ func AnalyzeRanks(ranks []*Rank, opts Options) Report {
 		}
 		return kindOrder(a.Kind) < kindOrder(b.Kind)
 	})
-	return rep
 }
 
 func kindOrder(k Kind) int {

@@ -60,7 +60,7 @@ func missingRanksFinding(g *group, c *collective, present, missing []int) Findin
 	var states []string
 	for i, pe := range c.entries {
 		r := g.ranks[i]
-		if st, ok := statusFor(g.views[i].r, g); ok {
+		if st, ok := g.views[i].status[g.name]; ok {
 			ev[rankKey(r, "last_enqueued_collective")] = strconv.FormatInt(st.LastEnqueued, 10)
 			ev[rankKey(r, "last_completed_collective")] = strconv.FormatInt(st.LastCompleted, 10)
 		}
@@ -149,15 +149,6 @@ func sameOrByValue(ranks []int, values []string) string {
 		}
 	}
 	return values[0]
-}
-
-// statusFor finds the pg_status of g in a dump: keyed by pg id, or by name.
-func statusFor(d *Rank, g *group) (frdump.PGStatus, bool) {
-	if st, ok := d.PGStatus[strconv.FormatInt(g.id, 10)]; ok {
-		return st, true
-	}
-	st, ok := d.PGStatus[g.name]
-	return st, ok
 }
 
 // field is one property every rank must agree on for a collective.
@@ -313,14 +304,16 @@ func mismatchFinding(g *group, c *collective, bad []*field) Finding {
 	}
 }
 
-// findStatusDivergence compares pg_status across ranks: ranks whose last
-// enqueued collective trails the others' by at least MinStatusGap are behind.
+// findStatusDivergence compares pg_status across ranks, group by group (by
+// name, each rank's pg_status resolved on its own: resolveGroupStatus):
+// ranks whose last enqueued collective trails the others' by at least
+// MinStatusGap are behind.
 // Only enqueue counts decide: they are CPU-side progress, while the started and
 // completed counts lag by the watchdog's polling and are given as evidence.
 func findStatusDivergence(al *aligned, opts Options) []Finding {
 	keys := map[string]bool{}
 	for _, v := range al.views {
-		for k := range v.r.PGStatus {
+		for k := range v.status {
 			keys[k] = true
 		}
 	}
@@ -335,7 +328,7 @@ func findStatusDivergence(al *aligned, opts Options) []Finding {
 		var ranks []int
 		var status []frdump.PGStatus
 		for _, v := range al.views {
-			if st, ok := v.r.PGStatus[key]; ok {
+			if st, ok := v.status[key]; ok {
 				ranks = append(ranks, v.rank)
 				status = append(status, st)
 			}
@@ -395,14 +388,10 @@ func divergenceFinding(al *aligned, key string, ranks []int, status []frdump.PGS
 	}
 }
 
-// resolveGroup names the process group of a pg_status key: by pg id seen in
-// the entries, else by name, else from pg_config.
+// resolveGroup describes the process group of that name: its pg_id and
+// description from the entries, else its description from pg_config (the
+// id then read from the name, -1 when not a number).
 func resolveGroup(al *aligned, key string) (id int64, name, desc string) {
-	for _, g := range al.groups {
-		if strconv.FormatInt(g.id, 10) == key {
-			return g.id, g.name, g.desc
-		}
-	}
 	for _, g := range al.groups {
 		if g.name == key {
 			return g.id, g.name, g.desc
@@ -418,20 +407,6 @@ func resolveGroup(al *aligned, key string) (id int64, name, desc string) {
 		}
 	}
 	return id, key, ""
-}
-
-// profilingNameOf finds what collective seq of the named group was, on any
-// rank that enqueued it.
-func profilingNameOf(al *aligned, name string, seq int64) string {
-	for _, v := range al.views {
-		for i := range v.r.Ops {
-			e := &v.r.Ops[i]
-			if e.CollectiveSeqID == seq && !isP2P(e) && groupName(e) == name {
-				return e.ProfilingName
-			}
-		}
-	}
-	return ""
 }
 
 // findTimeouts reports operations the watchdog retired without seeing them

@@ -1,13 +1,11 @@
 package analysis
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 )
 
@@ -40,9 +38,23 @@ import (
 //     running are dropped for that reason; where the watchdog records
 //     states, a collective started and never completed is evidence enough
 //     and they stay.
-//   - A culprit is a rank that stopped, is behind in at least one diverged
-//     group, and in every diverged group it is in, every other member that
-//     is not itself a culprit is ahead of it. A rank behind a collective
+//   - A rank alive but stuck (a thread holding the Python GIL) may write a
+//     dump with no entries at all: dumps that hold only the operations in
+//     flight (as NVIDIA's resiliency extension has torch write them) have
+//     none for a rank whose every collective completed and that enqueued no
+//     other. Such a silent rank is a candidate when its peers in a group
+//     that pg_config says it belongs to wait there (they enqueued a
+//     collective that no member completed) and are not seen running.
+//   - Without dump times (copies that did not keep the file times), a rank
+//     that is behind in every group it shares with others (at least two,
+//     within a stage), and whose peers wait in one of them for a collective
+//     it never enqueued, is a candidate: a dump merely taken earlier is
+//     behind in the groups its program was crossing at that moment, not in
+//     all of them. With a single group, being behind is all a dump taken a
+//     moment earlier shows: the per-group findings are reported instead.
+//   - A culprit is a candidate that is behind in at least one diverged
+//     group (or silent), and in every diverged group it is in, every other
+//     member that is not itself a culprit is ahead of it. A rank behind a collective
 //     that completed anywhere joined it (it could not complete otherwise):
 //     its dump is merely older, whatever its clock says, and it is no
 //     culprit. Ranks that block waiting for a
@@ -50,13 +62,8 @@ import (
 //     not named; the culprits are found as the largest set that satisfies
 //     the rule (ranks are removed until none violates it).
 //
-// The culprits go into one job-level finding (kind hang) with, per culprit,
-// the groups it stopped in, the first collective there it never enqueued
-// (sequence id, op, the ranks that did), its idle time and the Python stack
-// of its newest entry. The missing_ranks and pg_status_divergence findings
-// the hang explains (their ranks all stopped) are folded into its evidence:
-// one incident, one finding. Without dump times nothing is called stopped
-// and the per-group findings are reported as before.
+// The culprits go into one job-level finding (kind hang, hang.go), the
+// report's headline.
 
 // KindHang is declared with the other kinds in analysis.go.
 
@@ -69,6 +76,21 @@ type progress struct {
 	// completed is the newest collective any rank saw complete (an entry
 	// `completed`, or pg_status' last_completed_collective); -1 when none.
 	completed int64
+	// members are the group's ranks from pg_config (any dump's); nil when
+	// no dump lists them.
+	members []int
+}
+
+// waiting: some member enqueued a collective that no member completed.
+func (p *progress) waiting() bool { return len(p.last) > 0 && p.hi > p.completed }
+
+func (p *progress) hasMember(r int) bool {
+	for _, m := range p.members {
+		if m == r {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *progress) diverged() bool { return len(p.last) >= 2 && p.hi > p.lo }
@@ -124,13 +146,16 @@ func p2pLocalRanks(name string) (a, b int, ok bool) {
 	return a, b, true
 }
 
-// crossStage reports whether g holds ranks of different pipeline stages:
-// their progress differs by the schedule (a stage runs microbatches ahead
-// of the next), so it says nothing about who stopped.
+// crossStage reports whether g holds ranks of different pipeline stages
+// (two members, by progress or by pg_config, that exchange point-to-point
+// operations): their progress differs by the schedule (a stage runs
+// microbatches ahead of the next), so it says nothing about who stopped.
 func (p *progress) crossStage(pairs map[[2]int]bool) bool {
 	for pair := range pairs {
 		_, a := p.last[pair[0]]
 		_, b := p.last[pair[1]]
+		a = a || p.hasMember(pair[0])
+		b = b || p.hasMember(pair[1])
 		if a && b {
 			return true
 		}
@@ -152,6 +177,8 @@ func withinStage(groups []*progress, pairs map[[2]int]bool) []*progress {
 // rankTimes is when each rank last enqueued and dumped.
 type rankTimes struct {
 	newest, dumped int64
+	// silent: the rank's dump holds no entries.
+	silent bool
 }
 
 // known reports whether both times are known.
@@ -168,7 +195,7 @@ func (t rankTimes) running(stall time.Duration) bool { return t.known() && t.idl
 func timesOf(al *aligned) map[int]rankTimes {
 	out := make(map[int]rankTimes, len(al.views))
 	for _, v := range al.views {
-		t := rankTimes{dumped: v.r.DumpedAtNs}
+		t := rankTimes{dumped: v.r.DumpedAtNs, silent: len(v.r.Ops) == 0}
 		for i := range v.r.Ops {
 			t.newest = max(t.newest, v.r.Ops[i].TimeCreatedNs)
 		}
@@ -197,7 +224,7 @@ func groupProgress(al *aligned) []*progress {
 		}
 	}
 	for _, v := range al.views {
-		for key, st := range v.r.PGStatus {
+		for key, st := range v.status {
 			id, name, desc := resolveGroup(al, key)
 			p := get(id, name, desc)
 			see(p, v.rank, st.LastEnqueued)
@@ -217,6 +244,7 @@ func groupProgress(al *aligned) []*progress {
 	}
 	out := make([]*progress, 0, len(byName))
 	for _, p := range byName {
+		p.members = expectedRanks(p.name, al.views)
 		first := true
 		for _, s := range p.last {
 			if first {
@@ -230,21 +258,27 @@ func groupProgress(al *aligned) []*progress {
 	return out
 }
 
-// findCulprits returns the culprit ranks, ascending, and the diverged groups.
+// findCulprits returns the culprit ranks, ascending.
 func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Duration) []int {
 	culprit := map[int]bool{}
 	stale := map[int]bool{}
 	for _, g := range groups {
-		if !g.diverged() {
-			continue
-		}
 		for r, s := range g.last {
-			if s < g.hi && times[r].stopped(stall) {
+			if g.diverged() && s < g.hi && times[r].stopped(stall) {
 				culprit[r] = true
 			}
 			if s < g.completed {
 				stale[r] = true
 			}
+		}
+	}
+	for r, t := range times {
+		switch {
+		case t.running(stall):
+		case t.silent && silentHoldsUp(r, groups, times, stall):
+			culprit[r] = true
+		case !t.silent && !t.known() && behindEverywhere(r, groups):
+			culprit[r] = true
 		}
 	}
 	for r := range stale {
@@ -267,6 +301,42 @@ func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Durati
 	return out
 }
 
+// silentHoldsUp: silent rank r belongs (pg_config) to a group in which it
+// has no progress of its own and whose members wait, one of them not seen
+// running.
+func silentHoldsUp(r int, groups []*progress, times map[int]rankTimes, stall time.Duration) bool {
+	for _, g := range groups {
+		if _, in := g.last[r]; in || !g.hasMember(r) || !g.waiting() {
+			continue
+		}
+		for m, s := range g.last {
+			if m != r && s > g.completed && !times[m].running(stall) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// behindEverywhere: r is behind in every group it shares with another
+// member that has progress (at least two), and in one of them the first
+// collective it never enqueued completed nowhere (its peers wait there).
+func behindEverywhere(r int, groups []*progress) bool {
+	shared, waitedFor := 0, false
+	for _, g := range groups {
+		mine, in := g.last[r]
+		if !in || len(g.last) < 2 {
+			continue
+		}
+		if mine >= g.hi {
+			return false
+		}
+		shared++
+		waitedFor = waitedFor || mine+1 > g.completed
+	}
+	return shared >= 2 && waitedFor
+}
+
 // holdsUp: in every diverged group of r, every other member that is not a
 // culprit is ahead of r.
 func holdsUp(r int, groups []*progress, culprit map[int]bool) bool {
@@ -279,222 +349,6 @@ func holdsUp(r int, groups []*progress, culprit map[int]bool) bool {
 			if m != r && !culprit[m] && s <= mine {
 				return false
 			}
-		}
-	}
-	return true
-}
-
-// stuckAt is one group a culprit stopped in.
-type stuckAt struct {
-	g       *progress
-	mine    int64
-	op      string
-	entered []int
-}
-
-func (s stuckAt) text() string {
-	next := s.mine + 1
-	op := s.op
-	if op == "" {
-		op = "unknown collective"
-	}
-	return fmt.Sprintf("pg %s seq %d %s (last enqueued %d; entered by %s)",
-		groupInfo(s.g.name, s.g.desc), next, op, s.mine, rankSet(s.entered))
-}
-
-func stuckGroups(al *aligned, r int, groups []*progress) []stuckAt {
-	var out []stuckAt
-	for _, g := range groups {
-		mine, in := g.last[r]
-		if !in || !g.diverged() || mine >= g.hi {
-			continue
-		}
-		s := stuckAt{g: g, mine: mine, op: profilingNameOf(al, g.name, mine+1)}
-		for m, seq := range g.last {
-			if seq > mine {
-				s.entered = append(s.entered, m)
-			}
-		}
-		sort.Ints(s.entered)
-		out = append(out, s)
-	}
-	return out
-}
-
-// maxStackFrames and maxStackChars bound the Python stack quoted as evidence.
-const (
-	maxStackFrames = 16
-	maxStackChars  = 2000
-)
-
-// stackText renders frames, "name (file:line)", innermost as the dump
-// lists them, joined by "; ", within maxStackFrames and
-// maxStackChars; "" when there are none (JSON dumps hold no frames).
-func stackText(frames []frdump.Frame) string {
-	var b strings.Builder
-	for i, f := range frames {
-		if i == maxStackFrames {
-			fmt.Fprintf(&b, "; ... %d more", len(frames)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s (%s:%d)", f.Name, f.Filename, f.Line)
-		if b.Len() > maxStackChars {
-			break
-		}
-	}
-	s := b.String()
-	if len(s) > maxStackChars {
-		s = s[:maxStackChars] + "..."
-	}
-	return s
-}
-
-// maxStackRanks bounds the ranks whose stack one missing_ranks or timeout
-// finding quotes: a collective thousands of ranks entered must not make a
-// log record of megabytes, and the stacks of one collective's ranks are
-// mostly the same.
-const maxStackRanks = 8
-
-// hangFinding builds the job-level finding naming the culprits.
-func hangFinding(al *aligned, culprits []int, groups []*progress, times map[int]rankTimes) (Finding, bool) {
-	ev := map[string]string{"culprit_ranks": rankSet(culprits)}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Hang: ranks %s stopped; the process groups stuck wait for them\n", rankSet(culprits))
-	var f Finding
-	first := true
-	stuckCount := map[string]bool{}
-	for _, r := range culprits {
-		stuck := stuckGroups(al, r, groups)
-		if len(stuck) == 0 {
-			continue
-		}
-		t := times[r]
-		idle := strconv.FormatFloat(t.idle().Seconds(), 'f', 1, 64)
-		ev[rankKey(r, "idle_s")] = idle
-		fmt.Fprintf(&b, "rank %d: nothing enqueued for %s s before its dump; behind in %d process groups\n", r, idle, len(stuck))
-		texts := make([]string, len(stuck))
-		for i, s := range stuck {
-			texts[i] = s.text()
-			stuckCount[s.g.name] = true
-			ev[rankKey(r, "pg."+s.g.name+".last_enqueued_collective")] = strconv.FormatInt(s.mine, 10)
-			ev["pg."+s.g.name+".last_enqueued_collective_max"] = strconv.FormatInt(s.g.hi, 10)
-			fmt.Fprintf(&b, "  %s\n", texts[i])
-			if first {
-				first = false
-				f = Finding{Kind: KindHang, PGID: s.g.id, PGName: s.g.name, PGDesc: s.g.desc,
-					Seq: s.mine + 1, ProfilingName: s.op}
-			}
-		}
-		ev[rankKey(r, EvidenceStuckCollective)] = strings.Join(texts, "; ")
-		if v := viewOf(al, r); v != nil {
-			if st := v.r.NewestStack; st != "" {
-				ev[rankKey(r, EvidencePythonStack)] = st
-				fmt.Fprintf(&b, "  python stack: %s\n", st)
-			}
-		}
-	}
-	if first {
-		return Finding{}, false
-	}
-	ev["stuck_groups"] = strconv.Itoa(len(stuckCount))
-	f.Ranks = culprits
-	f.Evidence = ev
-	f.Message = strings.TrimSuffix(b.String(), "\n")
-	return f, true
-}
-
-func viewOf(al *aligned, rank int) *rankView {
-	for _, v := range al.views {
-		if v.rank == rank {
-			return v
-		}
-	}
-	return nil
-}
-
-// Evidence keys of a hang finding, per culprit (rank.<r>.<key>): the
-// collectives it never enqueued while its peers did, and the Python stack
-// of its newest entry. The correlator quotes both in the fault.
-const (
-	EvidenceStuckCollective = semconv.NCCLEvidenceStuckCollective
-	EvidencePythonStack     = semconv.NCCLEvidencePythonStack
-)
-
-// culpritPass runs the culprit analysis over the findings of the per-group
-// checks: it drops those of ranks that were running when they dumped, and
-// folds those a hang explains into the hang's finding.
-func culpritPass(al *aligned, findings []Finding, opts Options) []Finding {
-	times := timesOf(al)
-	stall := opts.StallAfter
-	// A missing or behind rank that was still enqueuing when it dumped had
-	// not reached the collective yet. Only where no entry says more than
-	// `scheduled`: where the watchdog records starts and completions, a
-	// collective its peers started and none completed is evidence of its
-	// own (findMissingRanks), whenever the dumps were taken.
-	kept := findings[:0]
-	scheduledOnly := !stateKnown(al)
-	for _, f := range findings {
-		if scheduledOnly && (f.Kind == KindMissingRanks || f.Kind == KindPGStatusDivergence) && allRunning(f.Ranks, times, stall) {
-			continue
-		}
-		kept = append(kept, f)
-	}
-	findings = kept
-
-	groups := withinStage(groupProgress(al), stagePairs(al))
-	culprits := findCulprits(groups, times, stall)
-	if len(culprits) == 0 {
-		return findings
-	}
-	hang, ok := hangFinding(al, culprits, groups, times)
-	if !ok {
-		return findings
-	}
-	var folded []string
-	kept = findings[:0]
-	for _, f := range findings {
-		if (f.Kind == KindMissingRanks || f.Kind == KindPGStatusDivergence) && allStopped(f.Ranks, times, stall) {
-			folded = append(folded, f.Key().String())
-			continue
-		}
-		kept = append(kept, f)
-	}
-	if len(folded) > 0 {
-		hang.Evidence["folded_findings"] = strings.Join(folded, ", ")
-		hang.Message += "\nexplains: " + strings.Join(folded, ", ")
-	}
-	return append(kept, hang)
-}
-
-// stateKnown reports whether any entry of any dump was seen started or
-// completed by the watchdog.
-func stateKnown(al *aligned) bool {
-	for _, v := range al.views {
-		for i := range v.r.Ops {
-			if st := v.r.Ops[i].State; st != "" && st != frdump.StateScheduled {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func allRunning(ranks []int, times map[int]rankTimes, stall time.Duration) bool {
-	for _, r := range ranks {
-		if !times[r].running(stall) {
-			return false
-		}
-	}
-	return len(ranks) > 0
-}
-
-func allStopped(ranks []int, times map[int]rankTimes, stall time.Duration) bool {
-	for _, r := range ranks {
-		if !times[r].stopped(stall) {
-			return false
 		}
 	}
 	return true

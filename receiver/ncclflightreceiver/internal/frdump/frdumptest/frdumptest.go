@@ -21,8 +21,9 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/pickle/pickletest"
 )
 
-// v2_10 is the version that added thread_name/thread_id and renamed
-// nccl_version to comm_lib_version.
+// v2_10 is the version that made thread_name/thread_id required and renamed
+// nccl_version to comm_lib_version (real 2.9 dumps already carry the thread:
+// it is written for any version when the entry has one).
 var v2_10 = frdump.Version{Major: 2, Minor: 10, Raw: "2.10"}
 
 // Pickle encodes d as torch writes it to disk. Entries with non-nil Frames
@@ -82,7 +83,7 @@ func Pickle(d *frdump.Dump) []byte {
 		w.String("record_id").Int(e.RecordID)
 		w.String("pg_id").Int(e.PGID)
 		w.String("process_group").String(e.PGName).String(e.PGDesc).Tuple2()
-		if !d.Version.Less(v2_10) {
+		if !d.Version.Less(v2_10) || e.ThreadName != "" || e.ThreadID != "" {
 			w.String("thread_name").String(e.ThreadName)
 			w.String("thread_id").String(e.ThreadID)
 		}
@@ -194,7 +195,7 @@ func JSON(d *frdump.Dump) ([]byte, error) {
 			if e.HasDuration {
 				j["duration_ms"] = e.DurationMs
 			}
-			if !d.Version.Less(v2_10) {
+			if !d.Version.Less(v2_10) || e.ThreadName != "" || e.ThreadID != "" {
 				j["thread_name"] = e.ThreadName
 				j["thread_id"] = e.ThreadID
 			}

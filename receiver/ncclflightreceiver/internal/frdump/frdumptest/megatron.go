@@ -21,8 +21,10 @@ import (
 // DP groups), "25".."28" MODEL_PARALLEL_GROUP (tensor x pipeline: ranks of
 // both stages, whose progress differs by the pipeline schedule). Schema
 // version 2.9, every entry `scheduled` with no start or
-// completion time (what the dumps of a hung job hold), pg_status started and
-// completed unknown (-1), Python frames on every entry.
+// completion time (what the dumps of a hung job hold), Python frames on
+// every entry. As in real dumps (megatron_real.go), pg_status and the
+// entries' pg_id use each rank's own id of a group, not its name; pg_status'
+// last started is unknown (-1) and last completed is what completed.
 //
 // A step is 4 microbatches of forward then backward (stage 0 sends
 // activations to stage 1 and receives gradients back, point-to-point in the
@@ -71,6 +73,12 @@ type MoEConfig struct {
 	Seed uint64
 	// T0Ns is the first enqueue (default 2025-11-29T08:00:00Z).
 	T0Ns int64
+	// OnlyActive writes only the operations in flight (not completed), as
+	// torch does when asked for active entries only (NVIDIA's resiliency
+	// extension dumps so): a rank whose every collective completed and
+	// that enqueued no other (the culprits of MoEGILHang) writes a dump
+	// with no entries.
+	OnlyActive bool
 }
 
 type moeOp struct {
@@ -272,7 +280,7 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 		timeout   = int64(600_000_000_000) // the watchdog's timeout: the hung job dumps then
 		nodeSkew  = int64(1_234_567_891)   // the second node's clock
 		version   = "2.9"
-		threadTag = "pt_main_thread"
+		threadTag = "python3"
 	)
 	ver, _ := frdump.ParseVersion(version)
 	groups := moeGroupsOf()
@@ -354,6 +362,8 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 				TimeCreatedNs: cfg.T0Ns + skew + int64(step)*stepDur + int64(stage)*stageLag + int64(i)*dt + int64(next()%200_000),
 				State:         frdump.StateScheduled,
 				TimeoutMs:     600000,
+				ThreadName:    threadTag,
+				ThreadID:      strconv.Itoa(23456244340032 + rank),
 				IsP2P:         o.p2p,
 				Frames:        moeFrames(o),
 				InputDtypes:   []string{"BFloat16"}, OutputDtypes: []string{"BFloat16"},
@@ -397,6 +407,7 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 		}
 		out[rank] = d
 	}
+	realize(out, groups, cfg.OnlyActive)
 	return out
 }
 
