@@ -60,7 +60,7 @@ func (c *incident) add(in input) (skipped *fileProblem) {
 			keep, drop = in, keep
 		}
 		c.dumps[i] = keep
-		c.see(keep)
+		c.refresh()
 		return &fileProblem{Path: drop.path, Reason: reasonDuplicate,
 			Detail: fmt.Sprintf("rank %d is also in %s, which is used (a pickle holds the Python stacks; else the dump with the newest entry)", in.rank, keep.path)}
 	}
@@ -68,6 +68,15 @@ func (c *incident) add(in input) (skipped *fileProblem) {
 	c.dumps = append(c.dumps, in)
 	c.see(in)
 	return nil
+}
+
+// refresh recomputes what the incident's dumps tell, after one replaced
+// another.
+func (c *incident) refresh() {
+	c.pgs, c.dirs, c.lo, c.hi, c.newest = map[string]frdump.PGConfig{}, nil, 0, 0, 0
+	for _, in := range c.dumps {
+		c.see(in)
+	}
 }
 
 func (c *incident) see(in input) {
@@ -114,14 +123,24 @@ func (c *incident) joins(u *incident, gap time.Duration) bool {
 			return false
 		}
 	}
-	for name, g := range u.pgs {
-		if h, ok := c.pgs[name]; ok && (g.Desc != h.Desc || !slices.Equal(g.Ranks, h.Ranks)) {
-			return false
-		}
+	if !agree(c.pgs, u.pgs) {
+		return false
 	}
 	if c.hi > 0 && u.hi > 0 {
 		apart := max(u.lo-c.hi, c.lo-u.hi)
 		if apart > int64(gap) {
+			return false
+		}
+	}
+	return true
+}
+
+// agree reports whether two pg_configs describe the same groups alike
+// wherever they name the same one: dumps of one job do (a rank lists only
+// its own groups), another job's or attempt's often do not.
+func agree(a, b map[string]frdump.PGConfig) bool {
+	for name, g := range a {
+		if h, ok := b[name]; ok && (g.Desc != h.Desc || !slices.Equal(g.Ranks, h.Ranks)) {
 			return false
 		}
 	}
@@ -218,9 +237,12 @@ func groupIncidents(inputs []input, gap time.Duration) ([]*incident, []fileProbl
 	return out, skipped
 }
 
-// splitUnits splits one directory's dumps by world size and then where
-// their newest entry times lie more than gap apart. Dumps without entries
-// join the largest part of their world size (the latest on a tie).
+// splitUnits splits one directory's dumps by world size, then where their
+// newest entry times lie more than gap apart, then by pg_config (dumps that
+// describe a group differently are of different jobs). A dump without
+// entries joins a part of its world size whose pg_config agrees with its
+// own, that lacks its rank, of its file name's prefix, the largest, the
+// latest: in that order of preference.
 func splitUnits(ins []input, gap time.Duration) [][]input {
 	byWorld := map[int][]input{}
 	var worlds []int
@@ -242,26 +264,41 @@ func splitUnits(ins []input, gap time.Duration) [][]input {
 			}
 		}
 		sort.SliceStable(timed, func(i, j int) bool { return timed[i].newest < timed[j].newest })
-		var parts [][]input
+		var parts []*part
+		start := 0 // the first part of the current moment
 		for i, in := range timed {
-			if i == 0 || in.newest-timed[i-1].newest > int64(gap) {
-				parts = append(parts, nil)
+			if i > 0 && in.newest-timed[i-1].newest > int64(gap) {
+				start = len(parts) // a new moment
 			}
-			parts[len(parts)-1] = append(parts[len(parts)-1], in)
-		}
-		if len(untimed) > 0 {
-			if len(parts) == 0 {
-				parts = append(parts, nil)
-			}
-			largest := 0
-			for i, p := range parts {
-				if len(p) >= len(parts[largest]) {
-					largest = i
+			// Within a moment, by pg_config: the dumps of one job agree.
+			var into *part
+			for _, p := range parts[start:] {
+				if agree(p.pgs, in.records.PGConfig) {
+					into = p
+					break
 				}
 			}
-			parts[largest] = append(parts[largest], untimed...)
+			if into == nil {
+				into = newPart()
+				parts = append(parts, into)
+			}
+			into.add(in)
 		}
-		out = append(out, parts...)
+		if len(untimed) > 0 && len(parts) == 0 {
+			parts = append(parts, newPart())
+		}
+		for _, in := range untimed {
+			best := 0
+			for i := range parts {
+				if fitsBetter(in, parts[i], parts[best]) {
+					best = i
+				}
+			}
+			parts[best].add(in)
+		}
+		for _, p := range parts {
+			out = append(out, p.dumps)
+		}
 	}
 	return out
 }
@@ -334,4 +371,72 @@ func (c *incident) timeout() time.Duration {
 		}
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// part is a directory's dumps of one moment and one pg_config.
+type part struct {
+	dumps []input
+	pgs   map[string]frdump.PGConfig
+}
+
+func newPart() *part { return &part{pgs: map[string]frdump.PGConfig{}} }
+
+func (p *part) add(in input) {
+	p.dumps = append(p.dumps, in)
+	for name, g := range in.records.PGConfig {
+		if _, ok := p.pgs[name]; !ok {
+			p.pgs[name] = g
+		}
+	}
+}
+
+// fitsBetter reports whether the dump without entries in fits part a
+// better than part b (see splitUnits).
+func fitsBetter(in input, a, b *part) bool {
+	for _, score := range []func(*part) int{
+		func(p *part) int { return boolInt(agree(p.pgs, in.records.PGConfig)) },
+		func(p *part) int { return boolInt(!hasRank(p.dumps, in.rank)) },
+		func(p *part) int { return boolInt(hasPrefix(p.dumps, namePrefix(in.path))) },
+		func(p *part) int { return len(p.dumps) },
+	} {
+		if x, y := score(a), score(b); x != y {
+			return x > y
+		}
+	}
+	return true // the later part on a tie
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func hasRank(p []input, rank int) bool {
+	for _, in := range p {
+		if in.rank == rank {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefix(p []input, prefix string) bool {
+	for _, in := range p {
+		if namePrefix(in.path) == prefix {
+			return true
+		}
+	}
+	return false
+}
+
+// namePrefix is a dump's file name without its rank and extension: torch's
+// TORCH_FR_DUMP_TEMP_FILE.
+func namePrefix(path string) string {
+	base := filepath.Base(path)
+	if ext := filepath.Ext(base); ext == ".json" || ext == ".pkl" || ext == ".pickle" {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return strings.TrimRight(base, "0123456789")
 }
