@@ -21,27 +21,46 @@ import (
 // that the dumps of a large job fit in memory together.
 type input struct {
 	path    string
+	dir     string // the directory holding it
 	rank    int
 	form    string // pickle | json
-	mtime   int64  // the file's, ns
+	mtime   int64  // the file's, ns; used only with --use-mtime
 	version string // the dump's schema version
+	// newest and oldest are the dump's own times: the newest of its
+	// entries' time_created_ns and watchdog times, the oldest
+	// time_created_ns; 0 when it has no entries.
+	newest, oldest int64
+	// world is the job's size as the dump's pg_config tells it (the
+	// largest member rank + 1); 0 when the dump names no group.
+	world   int
 	records *analysis.Rank
 }
 
+// timed reports whether the dump's entries give it a time.
+func (in *input) timed() bool { return in.newest > 0 }
+
 // fileProblem is a file that did not take part in the analysis, and why.
+// Reason is short and the same for every file of one cause (the text
+// output counts files by it); Detail, when set, is this file's.
 type fileProblem struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
 }
 
-// loaded is what reading the paths gave.
+// Reasons for skipping a file.
+const (
+	reasonNotDump   = "not a flight recorder dump"
+	reasonDuplicate = "another dump of the same rank and incident is used"
+)
+
+// loaded is what reading the paths gave: every dump, before they are
+// grouped into incidents (incidents.go).
 type loaded struct {
-	dumps    []input       // one per rank, ascending rank
+	inputs   []input
 	warnings []fileProblem // parsed with a warning (unknown version, missing fields, ...)
 	skipped  []fileProblem // not dumps met in a directory, or a rank's other dumps
 	errors   []fileProblem // named on the command line or a dump that cannot be read
-
-	ignoreMtime bool // leave DumpedAtNs unset
 }
 
 // trailingDigits is the rank at the end of a dump's name, as the receiver
@@ -67,22 +86,21 @@ func rankOf(path string) int {
 // skipped (copies of node directories hold logs too), while one named on
 // the command line, or one that looks like a dump and does not decode, is an
 // error. Every error names its file, and the other files are still read.
-func load(paths []string, maxFileSize int64, ignoreMtime bool) *loaded {
-	l := &loaded{ignoreMtime: ignoreMtime}
-	byRank := map[int]input{}
+func load(paths []string, maxFileSize int64) *loaded {
+	l := &loaded{}
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
-			l.errors = append(l.errors, fileProblem{p, err.Error()})
+			l.errors = append(l.errors, fileProblem{Path: p, Reason: err.Error()})
 			continue
 		}
 		if !info.IsDir() {
-			l.read(byRank, p, true, maxFileSize)
+			l.read(p, true, maxFileSize)
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
-				l.errors = append(l.errors, fileProblem{path, err.Error()})
+				l.errors = append(l.errors, fileProblem{Path: path, Reason: err.Error()})
 				return nil // the rest of the tree is still read
 			}
 			if d.IsDir() {
@@ -94,29 +112,26 @@ func load(paths []string, maxFileSize int64, ignoreMtime bool) *loaded {
 			if !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
 				return nil // sockets, FIFOs: never a dump, and a FIFO would block
 			}
-			l.read(byRank, path, false, maxFileSize)
+			l.read(path, false, maxFileSize)
 			return nil
 		})
 		if err != nil {
-			l.errors = append(l.errors, fileProblem{p, err.Error()})
+			l.errors = append(l.errors, fileProblem{Path: p, Reason: err.Error()})
 		}
 	}
-	for _, in := range byRank {
-		l.dumps = append(l.dumps, in)
-	}
-	sort.Slice(l.dumps, func(i, j int) bool { return l.dumps[i].rank < l.dumps[j].rank })
+	sort.SliceStable(l.inputs, func(i, j int) bool { return l.inputs[i].path < l.inputs[j].path })
 	for _, s := range [][]fileProblem{l.warnings, l.skipped, l.errors} {
 		sort.SliceStable(s, func(i, j int) bool { return s[i].Path < s[j].Path })
 	}
 	return l
 }
 
-// read decodes one file into byRank. named: the file was given on the
-// command line, so not being a dump is an error.
-func (l *loaded) read(byRank map[int]input, path string, named bool, maxFileSize int64) {
+// read decodes one file. named: the file was given on the command line, so
+// not being a dump is an error.
+func (l *loaded) read(path string, named bool, maxFileSize int64) {
 	data, info, err := readFile(path, maxFileSize)
 	if err != nil {
-		l.errors = append(l.errors, fileProblem{path, err.Error()})
+		l.errors = append(l.errors, fileProblem{Path: path, Reason: err.Error()})
 		return
 	}
 	b := analysis.NewBuilder(-1, 0)
@@ -128,26 +143,19 @@ func (l *loaded) read(byRank map[int]input, path string, named bool, maxFileSize
 	}})
 	if err != nil {
 		if errors.Is(err, frdump.ErrUnknownFormat) && !named {
-			l.skipped = append(l.skipped, fileProblem{path, "not a flight recorder dump"})
+			l.skipped = append(l.skipped, fileProblem{Path: path, Reason: reasonNotDump})
 			return
 		}
-		l.errors = append(l.errors, fileProblem{path, err.Error()})
+		l.errors = append(l.errors, fileProblem{Path: path, Reason: err.Error()})
 		return
 	}
 	for _, w := range warnings {
-		l.warnings = append(l.warnings, fileProblem{path, w.Message})
+		l.warnings = append(l.warnings, fileProblem{Path: path, Reason: w.Message})
 	}
 	rank := rankOf(path)
 	if rank < 0 {
-		l.errors = append(l.errors, fileProblem{path, "cannot tell the rank: the file name does not end in the rank's digits (torch writes <prefix><rank>); rename it, e.g. rank_<N>"})
+		l.errors = append(l.errors, fileProblem{Path: path, Reason: "cannot tell the rank: the file name does not end in the rank's digits (torch writes <prefix><rank>); rename it, e.g. rank_<N>"})
 		return
-	}
-	// The dump's moment, on its node's clock, tells a rank that stopped
-	// from one dumped earlier (the receiver reads it the same way). A copy
-	// that did not keep mtimes (cp without -p) makes every rank look
-	// stopped: --ignore-mtime.
-	if !l.ignoreMtime {
-		dump.DumpedAtNs = info.ModTime().UnixNano()
 	}
 	form := "pickle"
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
@@ -155,34 +163,43 @@ func (l *loaded) read(byRank map[int]input, path string, named bool, maxFileSize
 	}
 	records, err := b.Finish(dump)
 	if err != nil { // no Limit: never
-		l.errors = append(l.errors, fileProblem{path, err.Error()})
+		l.errors = append(l.errors, fileProblem{Path: path, Reason: err.Error()})
 		return
 	}
 	records.Rank = rank
-	in := input{path: path, rank: rank, form: form, mtime: info.ModTime().UnixNano(), version: dump.Version.Raw, records: records}
-	prev, dup := byRank[rank]
-	if !dup {
-		byRank[rank] = in
-		return
+	in := input{
+		path: path, dir: filepath.Dir(path), rank: rank, form: form, mtime: info.ModTime().UnixNano(),
+		version: dump.Version.Raw, world: worldOf(records.PGConfig), records: records,
 	}
-	keep, drop := prev, in
-	if better(in, prev) {
-		keep, drop = in, prev
-	}
-	byRank[rank] = keep
-	l.skipped = append(l.skipped, fileProblem{drop.path, fmt.Sprintf("rank %d is also in %s, which is used (a pickle holds the Python stacks; else the newest)", rank, keep.path)})
+	in.newest, in.oldest = entryTimes(records)
+	l.inputs = append(l.inputs, in)
 }
 
-// better reports whether a is the dump to analyse rather than b, both of one
-// rank: the pickle (JSON dumps hold no Python stacks), else the newer.
-func better(a, b input) bool {
-	if a.form != b.form {
-		return a.form == "pickle"
+// entryTimes is the newest time a dump's entries hold (enqueued, or seen
+// started or completed by the watchdog) and the oldest enqueue: the dump's
+// own clock, which a copy does not change.
+func entryTimes(r *analysis.Rank) (newest, oldest int64) {
+	for i := range r.Ops {
+		op := &r.Ops[i]
+		newest = max(newest, op.TimeCreatedNs, op.TimeDiscoveredStartedNs, op.TimeDiscoveredCompletedNs)
+		if t := op.TimeCreatedNs; t > 0 && (oldest == 0 || t < oldest) {
+			oldest = t
+		}
 	}
-	if a.mtime != b.mtime {
-		return a.mtime > b.mtime
+	return newest, oldest
+}
+
+// worldOf is the job's size as a dump's pg_config shows it: the largest
+// member rank of any group + 1 (the default group holds them all); 0 when
+// no group lists its ranks.
+func worldOf(cfg map[string]frdump.PGConfig) int {
+	w := 0
+	for _, g := range cfg {
+		for _, r := range g.Ranks {
+			w = max(w, r+1)
+		}
 	}
-	return a.path > b.path // deterministic
+	return w
 }
 
 // readFile reads a file of at most maxSize bytes; a larger one is refused
@@ -209,4 +226,8 @@ func readFile(path string, maxSize int64) ([]byte, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	return data[:n], info, nil
+}
+
+func sortProblems(ps []fileProblem) {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Path < ps[j].Path })
 }

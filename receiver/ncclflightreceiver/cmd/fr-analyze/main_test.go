@@ -43,24 +43,34 @@ func analyzeArgs(t *testing.T, args ...string) (int, string, result) {
 	return code, out.String() + errOut.String(), res
 }
 
-func kinds(res result) []string {
+// only is the one incident the command found.
+func only(t *testing.T, res result) incidentResult {
+	t.Helper()
+	require.Len(t, res.Incidents, 1, "one incident")
+	return res.Incidents[0]
+}
+
+func kinds(inc incidentResult) []string {
 	out := []string{}
-	for _, f := range res.Findings {
+	for _, f := range inc.Findings {
 		out = append(out, f.Kind)
 	}
 	return out
 }
 
 // The fixtures' mtimes are when they were checked out, long after their
-// entries (2025): every rank counts as stopped, as it would for dumps
-// copied with their times from a job that hung.
+// entries (2025); the command does not read them: a rank's idle time runs
+// to the dump moment the dumps themselves give (newest entry + timeout_ms).
 
 func TestFixtureHang(t *testing.T) {
 	code, text, res := analyzeArgs(t, fixture("dp4-hang2-v2.4"))
 	assert.Equal(t, exitFindings, code)
-	assert.Equal(t, []int{0, 1, 2, 3}, res.Ranks)
-	require.Equal(t, []string{string(analysis.KindHang)}, kinds(res), "the missing_ranks and pg_status findings fold into the hang")
-	h := res.Findings[0]
+	inc := only(t, res)
+	assert.Equal(t, []int{0, 1, 2, 3}, inc.Ranks)
+	assert.Equal(t, 4, inc.WorldSize)
+	assert.Empty(t, inc.Absent)
+	require.Equal(t, []string{string(analysis.KindHang)}, kinds(inc), "the missing_ranks and pg_status findings fold into the hang")
+	h := inc.Findings[0]
 	assert.Equal(t, []int{2}, h.Ranks)
 	assert.Equal(t, int64(17), h.Seq)
 	assert.Equal(t, "nccl:all_reduce", h.Collective)
@@ -69,30 +79,48 @@ func TestFixtureHang(t *testing.T) {
 	assert.NotEmpty(t, h.PythonStacks["2"])
 	assert.Contains(t, h.Evidence["folded_findings"], "pg=0/coll:17/missing_ranks")
 
-	assert.Contains(t, text, "read 4 dumps: ranks 0-3 (schema 2.4)")
-	assert.Contains(t, text, "[1] HANG in process group 0 (default_pg), collective 17 nccl:all_reduce: ranks 2\n")
+	require.NotNil(t, h.Shape, "the collective's sizes, from the dumps")
+	var want *frdump.Entry
+	for i, e := range hangDumps(t)[0].Entries {
+		if e.CollectiveSeqID == 17 && !e.IsP2P {
+			want = &hangDumps(t)[0].Entries[i]
+		}
+	}
+	require.NotNil(t, want)
+	assert.Equal(t, 0, h.Shape.Rank, "the lowest rank that enqueued it")
+	assert.Equal(t, want.InputSizes, h.Shape.InputSizes)
+	assert.Equal(t, want.InputDtypes, h.Shape.InputDtypes)
+	assert.Equal(t, want.OutputDtypes, h.Shape.OutputDtypes)
+	lines := strings.Split(text, "\n")
+	assert.Equal(t, "incident "+fixture("dp4-hang2-v2.4")+": world 4, 4 dumps of ranks 0-3 (schema 2.4), newest entry "+inc.NewestEntry+
+		"; dump moment: "+inc.DumpMoment, lines[0])
+	assert.Equal(t, "[1] HANG in process group 0 (default_pg), collective 17 nccl:all_reduce: ranks 2", lines[1])
+	assert.Equal(t, "    input "+sizesText(want.InputSizes)+" "+want.InputDtypes[0]+", output "+sizesText(want.OutputSizes)+" "+want.OutputDtypes[0]+" (rank 0's entry)", lines[2])
 	assert.Contains(t, text, "    Hang: ranks {2} stopped")
 	assert.Contains(t, text, "    python stack of rank 2:\n      "+h.PythonStacks["2"][0]+"\n")
 	assert.NotContains(t, text, "  python stack: ", "the stack is printed one frame a line, not as the message's one line")
-	assert.Contains(t, text, "\n1 problems found\n")
+	assert.True(t, strings.HasSuffix(text, "\n1 incident: 1 problem found\n"), text)
 }
 
 func TestFixtureStragglerPickleAndJSON(t *testing.T) {
 	code, text, res := analyzeArgs(t, fixture("dp8-straggler5-v2.10"))
 	assert.Equal(t, exitFindings, code)
-	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, res.Ranks)
-	require.Len(t, res.Dumps, 8, "one dump per rank")
-	for _, d := range res.Dumps {
+	inc := only(t, res)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, inc.Ranks)
+	require.Len(t, inc.Dumps, 8, "one dump per rank")
+	for _, d := range inc.Dumps {
 		assert.Equal(t, "pickle", d.Form, "the pickle wins over the same rank's JSON: %s", d.Path)
 		assert.Equal(t, "2.10", d.Version)
 	}
 	require.Len(t, res.Skipped, 8)
 	for _, s := range res.Skipped {
 		assert.True(t, strings.HasSuffix(s.Path, ".json"), s.Path)
-		assert.Contains(t, s.Reason, "is also in")
+		assert.Equal(t, reasonDuplicate, s.Reason)
+		assert.Contains(t, s.Detail, "is also in")
 	}
-	require.Equal(t, []string{string(analysis.KindStraggler)}, kinds(res))
-	s := res.Findings[0]
+	assert.Contains(t, text, "\nskipped 8 files: 8 "+reasonDuplicate+" (-v lists them)\n", "counted, not listed")
+	require.Equal(t, []string{string(analysis.KindStraggler)}, kinds(inc))
+	s := inc.Findings[0]
 	assert.Equal(t, []int{5}, s.Ranks)
 	assert.NotEmpty(t, s.Evidence["rank.5.mean_enqueue_lag_ms"], "the straggler's evidence")
 	assert.Contains(t, text, "STRAGGLER in process group 0 (default_pg)")
@@ -107,29 +135,41 @@ func TestFixtureStragglerJSONOnly(t *testing.T) {
 	}
 	code, _, res := analyzeArgs(t, paths...)
 	assert.Equal(t, exitFindings, code)
-	for _, d := range res.Dumps {
+	inc := only(t, res)
+	for _, d := range inc.Dumps {
 		assert.Equal(t, "json", d.Form)
 	}
-	require.Equal(t, []string{string(analysis.KindStraggler)}, kinds(res))
-	assert.Equal(t, []int{5}, res.Findings[0].Ranks)
+	require.Equal(t, []string{string(analysis.KindStraggler)}, kinds(inc))
+	assert.Equal(t, []int{5}, inc.Findings[0].Ranks)
 }
 
 func TestFixtureHealthy(t *testing.T) {
 	code, text, res := analyzeArgs(t, fixture("dp4-healthy-v2.7"))
 	assert.Equal(t, exitClean, code)
-	assert.Empty(t, res.Findings)
+	inc := only(t, res)
+	assert.Empty(t, inc.Findings)
 	assert.Empty(t, res.Errors)
-	assert.Equal(t, []int{0, 1, 2, 3}, res.Ranks)
-	assert.Contains(t, text, "no problem found")
+	assert.Equal(t, []int{0, 1, 2, 3}, inc.Ranks)
+	assert.Equal(t, "no problem found", strings.Split(text, "\n")[1])
 }
 
-// Every fixture at once: the three jobs' dumps share rank numbers, so the
-// ranks' newest dumps are analysed together, as fr_trace would do with one
-// folder; the point is that nothing is refused.
+// Every fixture at once: three jobs whose dumps share rank numbers, each
+// directory a full set of ranks: three incidents, each with its own answer.
 func TestAllFixturesRead(t *testing.T) {
-	_, _, res := analyzeArgs(t, fixtures)
+	code, text, res := analyzeArgs(t, fixtures)
+	assert.Equal(t, exitFindings, code)
 	assert.Empty(t, res.Errors, "every fixture decodes")
-	assert.Len(t, res.Dumps, 8)
+	require.Len(t, res.Incidents, 3, text)
+	answers := map[string][]string{}
+	for _, inc := range res.Incidents {
+		answers[filepath.Base(inc.Name)] = kinds(inc)
+	}
+	assert.Equal(t, map[string][]string{
+		"dp4-hang2-v2.4":       {string(analysis.KindHang)},
+		"dp4-healthy-v2.7":     {},
+		"dp8-straggler5-v2.10": {string(analysis.KindStraggler)},
+	}, answers)
+	assert.Contains(t, text, "incident 1 of 3 "+fixture("dp4-hang2-v2.4")+": world 4,")
 }
 
 // writeDumps writes dumps as torch does (pickles named prefix<rank>) with
@@ -143,34 +183,46 @@ func writeDump(t *testing.T, path string, data []byte, at int64) {
 	}
 }
 
+// The generated Megatron MoE job, one directory per node. Its healthy
+// scenario dumps on demand, each rank at another moment while the job
+// runs: only the files' mtimes (--use-mtime, kept by the copy) tell those
+// moments; the dumps themselves do not record them, and the estimate from
+// the dumps (newest entry + timeout_ms) holds for dumps the watchdog wrote
+// on a timeout, as in the two hangs, which give the same answer either way.
 func TestMegatronMoE(t *testing.T) {
 	for _, tc := range []struct {
 		scenario string
+		args     []string
 		want     int
 	}{
-		{frdumptest.MoEHealthy, exitClean},
-		{frdumptest.MoEGPUError, exitFindings},
-		{frdumptest.MoEGILHang, exitFindings},
+		{frdumptest.MoEHealthy, []string{"--use-mtime"}, exitClean},
+		{frdumptest.MoEGPUError, []string{"--use-mtime"}, exitFindings},
+		{frdumptest.MoEGILHang, []string{"--use-mtime"}, exitFindings},
+		{frdumptest.MoEGPUError, nil, exitFindings},
+		{frdumptest.MoEGILHang, nil, exitFindings},
 	} {
-		t.Run(tc.scenario, func(t *testing.T) {
+		t.Run(tc.scenario+strings.Join(tc.args, ""), func(t *testing.T) {
 			dir := t.TempDir()
 			for rank, d := range frdumptest.MegatronMoE(frdumptest.MoEConfig{Scenario: tc.scenario, Seed: 1}) {
 				// Two nodes' directories, as copied off the nodes.
 				node := "node" + strconv.Itoa(rank/8)
 				writeDump(t, filepath.Join(dir, node, frdumptest.MoEFileName(rank)), frdumptest.Pickle(d), d.DumpedAtNs)
 			}
-			code, text, res := analyzeArgs(t, dir)
+			code, text, res := analyzeArgs(t, append(tc.args, dir)...)
 			assert.Equal(t, tc.want, code, text)
-			assert.Len(t, res.Ranks, frdumptest.MoEWorld)
+			inc := only(t, res)
+			assert.Equal(t, dir, inc.Name, "the two node directories are one incident")
+			assert.Equal(t, []string{filepath.Join(dir, "node0"), filepath.Join(dir, "node1")}, inc.Directories)
+			assert.Len(t, inc.Ranks, frdumptest.MoEWorld)
 			if tc.want == exitClean {
-				assert.Empty(t, res.Findings, text)
+				assert.Empty(t, inc.Findings, text)
 				return
 			}
 			var hang *finding
-			for i := range res.Findings {
-				if res.Findings[i].Kind == string(analysis.KindHang) {
+			for i := range inc.Findings {
+				if inc.Findings[i].Kind == string(analysis.KindHang) {
 					require.Nil(t, hang, "one hang finding")
-					hang = &res.Findings[i]
+					hang = &inc.Findings[i]
 				}
 			}
 			require.NotNil(t, hang, text)
@@ -225,17 +277,18 @@ func TestMixedVersionsFormsAndNodes(t *testing.T) {
 	code, text, res := analyzeArgs(t, dir)
 	assert.Equal(t, exitFindings, code)
 	assert.Empty(t, res.Errors)
-	assert.Equal(t, []int{0, 1, 2, 3}, res.Ranks)
+	inc := only(t, res)
+	assert.Equal(t, []int{0, 1, 2, 3}, inc.Ranks)
 	versions := map[int]string{}
-	for _, d := range res.Dumps {
+	for _, d := range inc.Dumps {
 		versions[d.Rank] = d.Version + "/" + d.Form
 	}
 	assert.Equal(t, map[int]string{0: "2.4/pickle", 1: "2.3/json", 2: "2.4/pickle", 3: "2.10/pickle"}, versions)
 	require.Len(t, res.Skipped, 1, "the job's log beside the dumps is no dump")
 	assert.Equal(t, filepath.Join(dir, "node-b", "slurm-1234.out"), res.Skipped[0].Path)
-	require.Equal(t, []string{string(analysis.KindHang)}, kinds(res), text)
-	assert.Equal(t, []int{2}, res.Findings[0].Ranks)
-	assert.Contains(t, res.Findings[0].PythonStacks, "2")
+	require.Equal(t, []string{string(analysis.KindHang)}, kinds(inc), text)
+	assert.Equal(t, []int{2}, inc.Findings[0].Ranks)
+	assert.Contains(t, inc.Findings[0].PythonStacks, "2")
 	assert.Contains(t, text, "(schema 2.10, 2.3, 2.4)")
 }
 
@@ -251,9 +304,11 @@ func TestCorruptDumpNamedRestAnalysed(t *testing.T) {
 	require.Len(t, res.Errors, 1)
 	assert.Equal(t, bad, res.Errors[0].Path)
 	assert.Contains(t, text, "error: "+bad+": ")
-	assert.Equal(t, []int{1, 2, 3}, res.Ranks)
-	require.Equal(t, []string{string(analysis.KindHang)}, kinds(res), text)
-	assert.Equal(t, []int{2}, res.Findings[0].Ranks)
+	inc := only(t, res)
+	assert.Equal(t, []int{1, 2, 3}, inc.Ranks)
+	assert.Equal(t, []int{0}, inc.Absent)
+	require.Equal(t, []string{string(analysis.KindHang)}, kinds(inc), text)
+	assert.Equal(t, []int{2}, inc.Findings[0].Ranks)
 }
 
 func TestCorruptDumpBesideHealthyOnes(t *testing.T) {
@@ -270,8 +325,9 @@ func TestCorruptDumpBesideHealthyOnes(t *testing.T) {
 	assert.Equal(t, exitError, code, "the analysis is incomplete: no clean bill")
 	require.Len(t, res.Errors, 1, text)
 	assert.Equal(t, filepath.Join(dir, "rank_3"), res.Errors[0].Path)
-	assert.Empty(t, res.Findings)
-	assert.Equal(t, []int{0, 1, 2}, res.Ranks)
+	inc := only(t, res)
+	assert.Empty(t, inc.Findings)
+	assert.Equal(t, []int{0, 1, 2}, inc.Ranks)
 }
 
 func TestInputErrors(t *testing.T) {
@@ -294,7 +350,8 @@ func TestInputErrors(t *testing.T) {
 	assert.Contains(t, got[noRank], "cannot tell the rank")
 	assert.Contains(t, got[notDump], "not a flight recorder dump", "a file named on the command line must be a dump")
 	assert.Contains(t, got[missing], "no such file")
-	assert.Empty(t, res.Dumps)
+	assert.Empty(t, res.Incidents)
+	assert.Contains(t, text, "\nno dump read\n")
 }
 
 func TestFileSizeLimit(t *testing.T) {
@@ -315,15 +372,22 @@ func TestUsage(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, exitError, run([]string{"--bogus"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "usage: fr-analyze")
-	errOut.Reset()
-	assert.Equal(t, exitError, run([]string{"--stall-after", "0s", "x"}, &out, &errOut))
-	assert.Contains(t, errOut.String(), "must be greater than 0")
+	for _, tc := range []struct{ args, want string }{
+		{"--stall-after 0s", "--stall-after 0s: must be greater than 0"},
+		{"--incident-gap -1m", "--incident-gap -1m0s: must be greater than 0"},
+		{"--max-file-size 0", "--max-file-size 0: must be greater than 0"},
+	} {
+		errOut.Reset()
+		assert.Equal(t, exitError, run(append(strings.Fields(tc.args), "x"), &out, &errOut), tc.args)
+		assert.Contains(t, errOut.String(), tc.want)
+	}
 }
 
-// A rank dumped while it still enqueued (its dump's mtime shortly after its
-// newest entry) is not a culprit: --stall-after is the receiver's
-// stall_after.
-func TestStallAfter(t *testing.T) {
+// --use-mtime: the files' mtimes are the dump moments, as the receiver
+// reads them on the node. A rank dumped while it still enqueued (its dump's
+// mtime shortly after its newest entry) is not a culprit: --stall-after is
+// the receiver's stall_after.
+func TestUseMtimeStallAfter(t *testing.T) {
 	dir := t.TempDir()
 	for r, d := range hangDumps(t) {
 		var newest int64
@@ -332,23 +396,54 @@ func TestStallAfter(t *testing.T) {
 		}
 		writeDump(t, filepath.Join(dir, "rank_"+strconv.Itoa(r)), frdumptest.Pickle(d), newest+int64(10*time.Second))
 	}
-	_, _, res := analyzeArgs(t, "--stall-after", "1m", dir)
-	assert.NotContains(t, kinds(res), string(analysis.KindHang), "dumped 10 s after the newest enqueue: not stopped")
-	_, _, res = analyzeArgs(t, "--stall-after", "5s", dir)
-	assert.Contains(t, kinds(res), string(analysis.KindHang))
+	_, text, res := analyzeArgs(t, "--use-mtime", "--stall-after", "1m", dir)
+	inc := only(t, res)
+	assert.Equal(t, timeBaseMtime, res.TimeBase)
+	assert.Equal(t, "file mtimes", inc.DumpMoment)
+	assert.Contains(t, strings.Split(text, "\n")[0], "; dump moment: file mtimes")
+	assert.NotContains(t, kinds(inc), string(analysis.KindHang), "dumped 10 s after the newest enqueue: not stopped")
+	_, _, res = analyzeArgs(t, "--use-mtime", "--stall-after", "5s", dir)
+	assert.Contains(t, kinds(only(t, res)), string(analysis.KindHang))
+
+	// Without --use-mtime the same files give the dumps' own answer,
+	// whatever their mtimes: the dump moment is the newest entry +
+	// timeout_ms (10 min here).
+	_, _, res = analyzeArgs(t, "--stall-after", "1m", dir)
+	inc = only(t, res)
+	assert.Equal(t, timeBaseEntries, res.TimeBase)
+	assert.Equal(t, "newest entry + timeout_ms 600000", inc.DumpMoment)
+	assert.Equal(t, []string{string(analysis.KindHang)}, kinds(inc))
+	for _, d := range inc.Dumps {
+		assert.Equal(t, inc.Dumps[0].DumpedAt, d.DumpedAt, "one dump moment for the incident")
+		assert.NotEqual(t, d.FileMtime, d.DumpedAt)
+	}
 }
 
-// Copies that lost their mtimes: nothing is called stopped, and the
+// A --stall-after longer than the dumps' timeout: no rank is idle that
+// long before the dump moment, nothing is called stopped, and the
 // per-group findings come out, the missing ranks' with the stacks of the
 // missing rank and of those waiting in the collective.
-func TestIgnoreMtime(t *testing.T) {
-	code, text, res := analyzeArgs(t, "--ignore-mtime", fixture("dp4-hang2-v2.4"))
+func TestStallAfterBeyondTimeout(t *testing.T) {
+	code, text, res := analyzeArgs(t, "--stall-after", "11m", fixture("dp4-hang2-v2.4"))
 	assert.Equal(t, exitFindings, code)
-	require.Equal(t, []string{string(analysis.KindMissingRanks), string(analysis.KindPGStatusDivergence)}, kinds(res), text)
-	m := res.Findings[0]
+	inc := only(t, res)
+	require.Equal(t, []string{string(analysis.KindMissingRanks), string(analysis.KindPGStatusDivergence)}, kinds(inc), text)
+	m := inc.Findings[0]
 	assert.Equal(t, []int{2}, m.Ranks)
 	assert.Len(t, m.PythonStacks, 4, "the missing rank's stack and the three waiting ranks'")
 	assert.Contains(t, text, "MISSING RANKS in process group 0 (default_pg), collective 17 nccl:all_reduce: ranks 2\n")
 	assert.Contains(t, text, "    Not all ranks joining collective, sequence number: 17\n")
 	assert.Contains(t, text, "python stack of rank 0:\n")
+}
+
+// --ignore-mtime, from before, is the default now: the same output.
+func TestIgnoreMtimeIsTheDefault(t *testing.T) {
+	_, text, _ := analyzeArgs(t, fixture("dp4-hang2-v2.4"))
+	_, ignored, _ := analyzeArgs(t, "--ignore-mtime", fixture("dp4-hang2-v2.4"))
+	assert.Equal(t, text, ignored)
+
+	var out, errOut bytes.Buffer
+	assert.Equal(t, exitError, run([]string{"--ignore-mtime", "--use-mtime", fixture("dp4-hang2-v2.4")}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "--use-mtime and --ignore-mtime contradict each other")
+	assert.Empty(t, out.String())
 }
