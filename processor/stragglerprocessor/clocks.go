@@ -45,7 +45,8 @@ type clockScratch struct {
 	starts []int32
 	ends   []int64 // grouped by node
 	pairs  []nodeEnd
-	meds   []int64
+	meds   []int64 // by node
+	sorted []int64 // meds, sorted for their median
 	out    []nodeOffset
 }
 
@@ -63,17 +64,21 @@ func (c *clockScratch) nodeOffsets(records []rankRecord) []nodeOffset {
 	}
 	clear(c.index)
 	c.nodes, c.counts, c.pairs = c.nodes[:0], c.counts[:0], c.pairs[:0]
+	last, n := "", int32(-1) // a node's ranks usually come one after another
 	for i := range records {
 		r := &records[i]
 		if r.host == "" || r.end == 0 {
 			continue
 		}
-		n, ok := c.index[r.host]
-		if !ok {
-			n = int32(len(c.nodes))
-			c.index[r.host] = n
-			c.nodes = append(c.nodes, r.host)
-			c.counts = append(c.counts, 0)
+		if r.host != last || n < 0 {
+			var ok bool
+			if n, ok = c.index[r.host]; !ok {
+				n = int32(len(c.nodes))
+				c.index[r.host] = n
+				c.nodes = append(c.nodes, r.host)
+				c.counts = append(c.counts, 0)
+			}
+			last = r.host
 		}
 		c.counts[n]++
 		c.pairs = append(c.pairs, nodeEnd{node: n, end: int64(r.end)})
@@ -100,11 +105,11 @@ func (c *clockScratch) nodeOffsets(records []rankRecord) []nodeOffset {
 	for n := range c.nodes {
 		c.meds = append(c.meds, median64(c.ends[c.starts[n]:c.starts[n+1]]))
 	}
-	nodeMeds := slices.Clone(c.meds)
-	job := median64(c.meds) // sorts c.meds
+	c.sorted = append(c.sorted[:0], c.meds...)
+	job := median64(c.sorted)
 	c.out = c.out[:0]
 	for n, node := range c.nodes {
-		c.out = append(c.out, nodeOffset{node: node, offset: time.Duration(nodeMeds[n] - job)})
+		c.out = append(c.out, nodeOffset{node: node, offset: time.Duration(c.meds[n] - job)})
 	}
 	slices.SortFunc(c.out, func(a, b nodeOffset) int {
 		return cmp.Or(cmp.Compare(a.offset, b.offset), cmp.Compare(a.node, b.node))
