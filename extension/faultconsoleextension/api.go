@@ -464,7 +464,8 @@ func (a *api) jobs(w http.ResponseWriter, _ *http.Request) {
 		wj := consoleclient.Job{
 			Job: j.Job, Attempt: j.Attempt, Ranks: j.Ranks, Steps: j.Steps,
 			FirstStep: j.FirstStep, LastStep: j.LastStep, Updated: j.Updated.UTC(),
-			Stragglers: make([]consoleclient.RankVerdicts, 0, len(j.Stragglers)),
+			Stragglers:  make([]consoleclient.RankVerdicts, 0, len(j.Stragglers)),
+			NoCommSplit: j.NoCommSplit,
 		}
 		for _, s := range j.Stragglers {
 			wj.Stragglers = append(wj.Stragglers, consoleclient.RankVerdicts{Rank: s.Rank, Node: s.Node, Steps: s.Steps})
@@ -497,7 +498,7 @@ func (a *api) heatmap(w http.ResponseWriter, r *http.Request) {
 	out := consoleclient.Heatmap{
 		Job: v.Job, Attempt: v.Attempt, Ranks: v.Ranks, Nodes: v.Nodes, Steps: v.Steps,
 		ComputeMS: make([][]*float64, len(v.Ranks)), DurationMS: make([][]*float64, len(v.Ranks)),
-		Verdicts: []consoleclient.Verdict{},
+		Verdicts: []consoleclient.Verdict{}, NoCommSplit: v.NoCommSplit,
 	}
 	for r, row := range v.Cells {
 		compute, duration := make([]*float64, len(row)), make([]*float64, len(row))

@@ -80,6 +80,9 @@ type heat struct {
 	columns    map[int64]*column
 	updated    time.Time
 	elem       *list.Element
+	// noCommSplit: the newest step recorded said the job's records cannot
+	// show a straggler (console.Step.NoCommSplit).
+	noCommSplit bool
 }
 
 // storeStats are the store's counts.
@@ -272,6 +275,9 @@ func (s *store) RecordStep(st console.Step) {
 	}
 	if st.Node != "" {
 		h.nodes[idx] = st.Node
+	}
+	if n := len(h.steps); n == 0 || st.Step >= h.steps[n-1] {
+		h.noCommSplit = st.NoCommSplit // the job's newest word on it
 	}
 	col, ok := h.columns[st.Step]
 	if !ok {
@@ -487,6 +493,8 @@ type jobSummary struct {
 	// Stragglers are the ranks with a verdict in the kept steps, with how
 	// many steps each.
 	Stragglers []rankVerdicts
+	// NoCommSplit: the job's step records cannot show a straggler.
+	NoCommSplit bool
 }
 
 type rankVerdicts struct {
@@ -507,7 +515,8 @@ func (s *store) listJobs() []jobSummary {
 }
 
 func (h *heat) summary() jobSummary {
-	js := jobSummary{Job: h.key.job, Attempt: h.key.attempt, Ranks: len(h.ranks), Steps: len(h.steps), Updated: h.updated}
+	js := jobSummary{Job: h.key.job, Attempt: h.key.attempt, Ranks: len(h.ranks), Steps: len(h.steps), Updated: h.updated,
+		NoCommSplit: h.noCommSplit}
 	if len(h.steps) > 0 {
 		js.FirstStep, js.LastStep = h.steps[0], h.steps[len(h.steps)-1]
 	}
@@ -537,6 +546,8 @@ type heatmapView struct {
 	Cells   [][]cell
 	// Verdicts are the interned verdicts: Cells' verdict indexes them.
 	Verdicts []string
+	// NoCommSplit: the job's step records cannot show a straggler.
+	NoCommSplit bool
 }
 
 // heatmap returns the heatmap of job's attempt; attempt < 0 picks the
@@ -564,7 +575,8 @@ func (s *store) heatmap(job string, attempt int64) (heatmapView, bool) {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return h.ranks[order[a]] < h.ranks[order[b]] })
-	v := heatmapView{Job: job, Attempt: attempt, Steps: slices.Clone(h.steps), Verdicts: slices.Clone(s.verdicts)}
+	v := heatmapView{Job: job, Attempt: attempt, Steps: slices.Clone(h.steps), Verdicts: slices.Clone(s.verdicts),
+		NoCommSplit: h.noCommSplit}
 	v.Ranks = make([]int64, len(order))
 	v.Nodes = make([]string, len(order))
 	v.Cells = make([][]cell, len(order))

@@ -73,6 +73,13 @@ type Config struct {
 	// this fraction separate inferred groups. Default 0.15.
 	StageGap float64 `mapstructure:"stage_gap"`
 
+	// ClockSkewWarning: a job whose nodes' clocks disagree by more than
+	// this (the same step's end times compared across its nodes, in
+	// clockSkewSteps decided steps in a row) gets one warning and counts
+	// in otelcol_processor_straggler_jobs_clock_skew. 0 turns the check
+	// off. Default 30s.
+	ClockSkewWarning time.Duration `mapstructure:"clock_skew_warning"`
+
 	// Console is the component ID of a fault console extension (for
 	// example faultconsole) that gets every rank's judged step for its
 	// heatmap; empty: none.
@@ -142,6 +149,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.PersistenceK > 0 && cfg.PersistenceN > 0 && cfg.PersistenceK > cfg.PersistenceN {
 		errs = append(errs, fmt.Errorf("persistence_k: %d must not exceed persistence_n %d", cfg.PersistenceK, cfg.PersistenceN))
+	}
+	if cfg.ClockSkewWarning < 0 {
+		errs = append(errs, fmt.Errorf("clock_skew_warning: must not be negative (0 turns the check off), got %s", cfg.ClockSkewWarning))
 	}
 	if _, err := cfg.consoleID(); err != nil {
 		errs = append(errs, err)

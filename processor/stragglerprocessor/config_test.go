@@ -19,19 +19,21 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
 	assert.Equal(t, straggler.DefaultOptions(), cfg.detectionOptions())
 	assert.Equal(t, straggler.PersistenceOptions{K: 3, N: 5}, cfg.persistenceOptions())
+	assert.Equal(t, 30*time.Second, cfg.ClockSkewWarning)
 }
 
 func TestConfigUnmarshal(t *testing.T) {
 	cfg := defaultConfig()
 	conf := confmap.NewFromStringMap(map[string]any{
 		"decision_wait": "5s", "max_jobs": 10, "slow_step_window": 50, "rule": "mean_factor", "factor": 2.5,
-		"persistence_k": 2, "persistence_n": 4,
+		"persistence_k": 2, "persistence_n": 4, "clock_skew_warning": "1m",
 	})
 	require.NoError(t, conf.Unmarshal(cfg))
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, 5*time.Second, cfg.DecisionWait)
 	assert.Equal(t, 10, cfg.MaxJobs)
 	assert.Equal(t, 50, cfg.SlowStepWindow)
+	assert.Equal(t, time.Minute, cfg.ClockSkewWarning)
 	o := cfg.detectionOptions()
 	assert.Equal(t, straggler.RuleMeanFactor, o.Rule)
 	assert.InDelta(t, 2.5, o.Factor, 0)
@@ -65,6 +67,7 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		"rule":                   func(c *Config) { c.Rule = "vibes" },
 		"factor":                 func(c *Config) { c.Factor = 0.5 },
 		"persistence_k":          func(c *Config) { c.PersistenceK, c.PersistenceN = 6, 5 },
+		"clock_skew_warning":     func(c *Config) { c.ClockSkewWarning = -time.Second },
 	}
 	for key, breakIt := range tests {
 		t.Run(key, func(t *testing.T) {

@@ -31,6 +31,8 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	js.lastRanks = len(st.records)
 	js.markDecided(st.step)
 	eff.decided++
+	p.checkClocks(st, eff)
+	p.checkCommSplit(js, eff)
 
 	samples := p.samples[:0]
 	consistentWaits(st.records)
@@ -38,7 +40,7 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 		r := &st.records[i]
 		wait, hw := r.collectiveWait()
 		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: r.compute, CollectiveWait: wait,
-			NoWait: r.commWait == waitExcluded, HardwareTrouble: hw})
+			NoWait: r.commWait == waitExcluded, HardwareTrouble: hw, StartUnixNano: int64(ownStart(st, r))})
 	}
 	jd := js.detector.Decide(st.step, samples, int64(st.start))
 	d := jd.StepDecision
@@ -94,6 +96,15 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	eff.out = append(eff.out, td)
 }
 
+// ownStart is the rank's own start of the step on its node's clock, or the
+// step's start (the earliest of its ranks') when the span has none.
+func ownStart(st *openStep, r *rankRecord) pcommon.Timestamp {
+	if r.start != 0 {
+		return r.start
+	}
+	return st.start
+}
+
 // recordStep gives the console one rank's judged step: the signal the
 // test compared (compute), the rank span's duration and its verdict ("":
 // none) and score. The console never blocks (console.Console), so this
@@ -104,7 +115,7 @@ func (p *stragglerProcessor) recordStep(st *openStep, r *rankRecord, score float
 		dur = time.Duration(min(uint64(r.end-r.start), math.MaxInt64))
 	}
 	p.console.RecordStep(console.Step{Job: st.job.key.job, Attempt: st.job.key.attempt, Step: st.step, Rank: r.rank,
-		Node: r.host, Compute: r.compute, Duration: dur, Verdict: verdict, Score: score})
+		Node: r.host, Compute: r.compute, Duration: dur, Verdict: verdict, Score: score, NoCommSplit: st.job.comm.blind()})
 }
 
 // stepIDs are the contract's ids of a step (internal/steprecord).
@@ -132,8 +143,9 @@ func verdictSpanID(key jobKey, step, rank int64, rankSpanID pcommon.SpanID) pcom
 
 // appendVerdict writes one rank's verdict span: a child of the step's root,
 // over the rank span's time, linked to the rank span.
-// An open verdict's span names the episode's onset step and its start in
-// data time (straggler.onset_*); a flagged-only span names this step.
+// An open verdict's span names the episode's onset step and the rank's own
+// start of it in data time, on its node's clock (straggler.onset_*); a
+// flagged-only span names this step and the rank's own start of it.
 func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, score float64, verdict string, flag *straggler.Flag, open *straggler.Verdict) {
 	key := st.job.key
 	rs := td.ResourceSpans().AppendEmpty()
@@ -175,7 +187,7 @@ func appendVerdict(td ptrace.Traces, st *openStep, ids stepIDs, r *rankRecord, s
 		a.PutInt(semconv.AttrStragglerOnsetUnixNano, open.OnsetUnixNano)
 	} else {
 		a.PutInt(semconv.AttrStragglerOnsetStep, st.step)
-		a.PutInt(semconv.AttrStragglerOnsetUnixNano, int64(st.start))
+		a.PutInt(semconv.AttrStragglerOnsetUnixNano, int64(ownStart(st, r)))
 	}
 	if flag != nil {
 		a.PutDouble(semconv.AttrStragglerComputeRatio, flag.ComputeRatio)

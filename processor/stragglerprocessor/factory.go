@@ -43,6 +43,7 @@ func createDefaultConfig() component.Config {
 		SelfExcess:         jd.SelfExcess,
 		WarmupSteps:        jd.Warmup,
 		StageGap:           jd.StageGap,
+		ClockSkewWarning:   30 * time.Second,
 	}
 }
 

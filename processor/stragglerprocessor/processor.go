@@ -100,6 +100,9 @@ type jobState struct {
 	durations    []time.Duration
 	durationNext int
 	durationSum  float64
+
+	clocks clockCheck // its nodes' clocks (clocks.go)
+	comm   commSplit  // whether its records separate the wait (commsplit.go)
 }
 
 // rankRecord is what an open step keeps of one rank's span: the signals of
@@ -183,6 +186,9 @@ type effects struct {
 	unjudged map[string]int64
 	forced   map[string]int64
 	decided  int64
+	// jobs named this time: clocks disagreeing, records without the wait
+	// split out
+	skewedJobs, blindJobs int64
 }
 
 func (e *effects) unjudge(reason string) {
@@ -215,6 +221,8 @@ type stragglerProcessor struct {
 	interned int                    // strings interned over all jobs
 	uses     uint64                 // counter behind jobState.lastUsed and openStep.seq
 	samples  []straggler.RankSample // DecideStep's input, reused from step to step
+
+	clockScratch clockScratch // checkClocks' work, reused from step to step
 
 	// console gets every rank's judged step (nil: not configured); set by
 	// Start before the first span.
@@ -347,6 +355,9 @@ func (p *stragglerProcessor) gather(a *steprecord.Attrs, x *extraSignals, span p
 		st.worldSize = max(st.worldSize, a.Int(steprecord.FieldWorldSize))
 	}
 	compute, wait := signal(a, span)
+	if !js.comm.split && waitSplit(a) {
+		js.comm.split = true
+	}
 	commWait := waitNone
 	if a.Has(steprecord.FieldPhaseCommWait) {
 		commWait = waitNotTotal
@@ -527,6 +538,12 @@ func (p *stragglerProcessor) emit(ctx context.Context, eff *effects) {
 	}
 	if eff.decided > 0 {
 		p.telemetry.StepsDecided.Add(ctx, eff.decided)
+	}
+	if eff.skewedJobs > 0 {
+		p.telemetry.JobsClockSkew.Add(ctx, eff.skewedJobs)
+	}
+	if eff.blindJobs > 0 {
+		p.telemetry.JobsWithoutCommSplit.Add(ctx, eff.blindJobs)
 	}
 	for _, td := range eff.out {
 		if err := p.next.ConsumeTraces(ctx, td); err != nil {

@@ -402,9 +402,9 @@ func TestVerdictSpanContents(t *testing.T) {
 	assert.Equal(t, map[string]any{
 		"training.job.id": job, "training.attempt": attempt, "iteration.step": step, "training.rank": int64(6),
 		"training.pp_stage": int64(1), "host.name": "xl000", "gpu.uuid": "GPU-6", "straggler.verdict": "flagged",
-		// flagged without an open verdict: the onset is this step, its
-		// earliest rank start (data time)
-		"straggler.onset_step": step, "straggler.onset_unix_nano": start.UnixNano(),
+		// flagged without an open verdict: the onset is this step, the
+		// rank's own start on its node's clock (data time; issue 30)
+		"straggler.onset_step": step, "straggler.onset_unix_nano": start.Add(6 * time.Millisecond).UnixNano(),
 	}, a)
 	require.IsType(t, float64(0), score)
 	assert.Greater(t, score.(float64), 3.5)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"image/png"
 	"net/http"
@@ -68,6 +69,10 @@ type consoleExpectations struct {
 	// advance, and a single step flagged in noise ("flagged") may be
 	// anywhere.
 	StragglerRanks []int64
+	// BlindJob, when set, is a job whose step records cannot show a
+	// straggler (issue 30): its view must say so above the heatmap, and
+	// Job's view must not.
+	BlindJob string
 	// ResetBreaker: the breaker must show tripped, and is reset with
 	// Operator and Reason.
 	ResetBreaker     bool
@@ -182,6 +187,10 @@ func driveConsole(t *testing.T, baseURL, token, screenshotDir string, want conso
 	require.NoError(t, err)
 	saveScreenshot(t, screenshotDir, "heatmap.png", heat)
 
+	if want.BlindJob != "" {
+		checkCommNote(t, ctx, want.Job, want.BlindJob)
+	}
+
 	if !want.ResetBreaker {
 		return
 	}
@@ -203,6 +212,31 @@ func driveConsole(t *testing.T, baseURL, token, screenshotDir string, want conso
 	full, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	saveScreenshot(t, screenshotDir, "console-after-reset.png", full)
+}
+
+// checkCommNote selects blind, whose records cannot show a straggler: the
+// note above its heatmap says so and its option in #job-select too; then
+// job again, whose view has no note.
+func checkCommNote(t *testing.T, ctx context.Context, job, blind string) {
+	t.Helper()
+	poll := func(what, expr string) { t.Helper(); pollUntil(t, ctx, 2*time.Minute, what, expr) }
+	note := `document.getElementById("job-comm-note")`
+	poll("no note on "+job+"'s view", note+`.classList.contains("hidden") && `+note+`.textContent === ""`)
+	selectJob := func(name string) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const s = document.getElementById("job-select");
+		const o = [...s.options].find(o => o.value.split("\u0000")[0] === %q); s.value = o.value; s.dispatchEvent(new Event("change")); return true; })()`, name)))
+		require.NoError(t, err)
+	}
+	poll("the blind job in #job-select", fmt.Sprintf(`[...document.querySelectorAll("#job-select option")].some(o => o.value.split("\u0000")[0] === %q && o.textContent.includes("cannot show stragglers"))`, blind))
+	selectJob(blind)
+	poll("the note on "+blind+"'s view", fmt.Sprintf(`document.querySelector('#heatmap svg[data-job=%q]') !== null && !%s.classList.contains("hidden") && %s.textContent.includes("cannot show a straggler")`,
+		blind, note, note))
+	visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](note+`.getBoundingClientRect().height > 0`))
+	require.NoError(t, err)
+	assert.True(t, visible, "the note takes room on the page")
+	selectJob(job)
+	poll("the note gone on "+job+"'s view", fmt.Sprintf(`document.querySelector('#heatmap svg[data-job=%q]') !== null && %s.classList.contains("hidden")`, job, note))
 }
 
 // saveScreenshot checks data is a non-trivial PNG and writes it.
@@ -251,6 +285,13 @@ func TestConsoleBrowser(t *testing.T) {
 			c.RecordStep(s)
 		}
 	}
+	// A job whose records cannot show a straggler (issue 30).
+	for st := int64(1); st <= 12; st++ {
+		for r := int64(0); r < 8; r++ {
+			c.RecordStep(console.Step{Job: "legacy-8", Step: st, Rank: r, Node: "node-09", Compute: 150 * time.Millisecond,
+				Duration: 180 * time.Millisecond, NoCommSplit: st >= 10})
+		}
+	}
 	ctrl := consoletest.New(console.Breaker{Tripped: true, Used: 5, Budget: 5, Window: time.Hour,
 		History: []console.BreakerEvent{{Time: onset, Event: "tripped"}}},
 		console.QuarantinedNode{Node: "node-05", FaultIDs: []string{"fr-xid-79"}, Actions: []string{"cordon", "taint"}, Reason: "P1 fault", Since: onset})
@@ -263,7 +304,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	driveConsole(t, baseURL, token, screenshots, consoleExpectations{
 		FaultIDs: []string{"fr-straggler-17", "fr-xid-79"},
-		Job:      "llama-64", Ranks: 64, Steps: 30, Stragglers: stragglers,
+		Job:      "llama-64", Ranks: 64, Steps: 30, Stragglers: stragglers, BlindJob: "legacy-8",
 		ResetBreaker: true, Operator: "e2e-operator", Reason: "checked the fleet after the XID storm",
 	})
 

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
@@ -211,8 +212,8 @@ func nonEmpty(s []string) []string {
 }
 
 // runCollector starts the collector on cfgYAML and returns a stop function
-// that shuts it down and returns Run's error.
-func runCollector(ctx context.Context, cfgYAML string, c *capture) (stop func() error, err error) {
+// that shuts it down and returns Run's error; logOpts go to its logger.
+func runCollector(ctx context.Context, cfgYAML string, c *capture, logOpts ...zap.Option) (stop func() error, err error) {
 	col, err := otelcol.NewCollector(otelcol.CollectorSettings{
 		BuildInfo: component.BuildInfo{Command: "gpusim", Description: "otelcol-gpu testbed", Version: "dev"},
 		Factories: func() (otelcol.Factories, error) { return factories(c) },
@@ -223,6 +224,7 @@ func runCollector(ctx context.Context, cfgYAML string, c *capture) (stop func() 
 			},
 		},
 		SkipSettingGRPCLogger: true,
+		LoggingOptions:        logOpts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("testbed: creating the collector: %w", err)

@@ -339,7 +339,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	sink := &capture{}
-	stop, err := runCollector(ctx, cfg, sink)
+	warned := newWarningLog()
+	stop, err := runCollector(ctx, cfg, sink, warned.option())
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +357,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	stopErr := stop()
 	records, bad := sink.snapshot()
 	rep := score(opts, c.jobs, c.onsets, records)
+	checkWarnings(rep, c.jobs, warned.byJob())
 	rep.Duration = time.Since(started)
 	rep.BadRecords = len(bad)
 	if stopErr != nil {

@@ -17,7 +17,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -71,6 +73,16 @@ type Scenario struct {
 	// for the flight recorder (issue 22): node n's ranks dump below that
 	// job's node n's dump directory, which one agent reads.
 	ShareNodesWith string `yaml:"share_nodes_with"`
+
+	// Issue 30 (scenarios.yaml's header explains each).
+	//
+	// MaxFirstSeenError bounds how far each expectation's first open
+	// record's fault.first_seen may lie from the injection's onset on the
+	// injected node's clock; 0: no bound.
+	MaxFirstSeenError time.Duration `yaml:"max_first_seen_error"`
+	// Warnings are the straggler processor's job warnings the run must log
+	// naming this job, by kind (WarningKinds); a kind not listed: none.
+	Warnings map[string]int `yaml:"warnings"`
 }
 
 // Overlap modes of the phase contract (scenarios.yaml: overlap).
@@ -246,6 +258,8 @@ func (s *Scenario) validateShape() error {
 		return errors.New("max_detect_steps: negative")
 	case s.MaxOtherFaults != nil && *s.MaxOtherFaults < 0:
 		return errors.New("max_other_faults: negative")
+	case s.MaxFirstSeenError < 0:
+		return errors.New("max_first_seen_error: negative")
 	case n.PPStageRanks < 0 || (n.PPStageRanks > 0 && len(n.PPStages) == 0):
 		return errors.New("noise.pp_stage_ranks: needs pp_stages and a positive count")
 	case n.PPUnlabelled && len(n.PPStages) == 0:
@@ -254,6 +268,14 @@ func (s *Scenario) validateShape() error {
 		return errors.New("noise.slow_share: outside [0, 1]")
 	case n.SlowShare > 0 && (len(n.SlowFactor) != 2 || n.SlowFactor[0] <= 0 || n.SlowFactor[1] < n.SlowFactor[0]):
 		return errors.New("noise.slow_factor: want [min, max], 0 < min <= max")
+	}
+	for kind, n := range s.Warnings {
+		if _, ok := WarningKinds[kind]; !ok {
+			return fmt.Errorf("warnings: unknown kind %q (%s)", kind, strings.Join(slices.Sorted(maps.Keys(WarningKinds)), ", "))
+		}
+		if n < 0 {
+			return fmt.Errorf("warnings: %s: negative count %d", kind, n)
+		}
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func TestSuite64Ranks(t *testing.T) {
 	rep.Write(&b)
 	t.Logf("seed %d (rerun: go run ./cmd/gpusim -seed %d)\n%s", rep.Seed, rep.Seed, b.String())
 
-	require.Len(t, rep.Scenarios, 24)
+	require.Len(t, rep.Scenarios, 25)
 	for _, s := range rep.Scenarios {
 		if s.HardNegative {
 			assert.Empty(t, s.Opened, "hard negative %s opened faults", s.Name)
@@ -38,6 +38,10 @@ func TestSuite64Ranks(t *testing.T) {
 		// and no more than max_other_faults besides the expected ones
 		assert.Empty(t, s.Late, "%s: expectations found after max_detect_steps", s.Name)
 		assert.False(t, s.TooManyOthers, "%s: %d faults besides the expected ones", s.Name, s.OtherFaults)
+		// issue 30: first_seen on the straggler's own clock, and the
+		// processor's job warnings exactly as the scenario says
+		assert.Empty(t, s.FirstSeenWrong, "%s: first_seen off the onset by %v", s.Name, s.FirstSeenErrors)
+		assert.Empty(t, s.WrongWarnings, "%s: straggler processor warnings", s.Name)
 		// issue 22: two jobs dump on the same nodes; a fault of one job
 		// attributed to the other would be a false positive there
 		if strings.HasPrefix(s.Name, "shared_nodes_") {

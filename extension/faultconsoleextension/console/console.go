@@ -109,6 +109,12 @@ type Step struct {
 	// its score.
 	Verdict string
 	Score   float64
+	// NoCommSplit says the job's step records cannot show a straggler:
+	// backward includes the collective wait (no
+	// training.phase.comm_wait_ns, no flight-recorder tail), so a much
+	// slower rank looks only slightly slower. A property of the job: the
+	// console keeps the newest step's.
+	NoCommSplit bool
 }
 
 // Operator is who asked for a change through the console: Name as the

@@ -179,6 +179,12 @@ type Job struct {
 	LastStep   int64          `json:"last_step"`
 	Updated    time.Time      `json:"updated"`
 	Stragglers []RankVerdicts `json:"stragglers"`
+	// NoCommSplit says the job's step records cannot show a straggler:
+	// backward includes the collective wait (no
+	// training.phase.comm_wait_ns, no flight-recorder tail), so a much
+	// slower rank looks only slightly slower, and an empty Stragglers
+	// proves nothing (processor/stragglerprocessor README).
+	NoCommSplit bool `json:"no_comm_split"`
 }
 
 // Jobs answers GET /api/v1/jobs, most recently updated first.
@@ -206,6 +212,8 @@ type Heatmap struct {
 	ComputeMS  [][]*float64 `json:"compute_ms"`
 	DurationMS [][]*float64 `json:"duration_ms"`
 	Verdicts   []Verdict    `json:"verdicts"`
+	// NoCommSplit is Job.NoCommSplit.
+	NoCommSplit bool `json:"no_comm_split"`
 }
 
 // Action is the body of every POST.

@@ -40,6 +40,14 @@ type TelemetryBuilder struct {
 	ForcedDecisions metric.Int64Counter
 	// StepsDecided counts steps decided (one root span each).
 	StepsDecided metric.Int64Counter
+	// JobsClockSkew counts jobs whose node clocks disagreed by more than
+	// clock_skew_warning (one warning each).
+	JobsClockSkew metric.Int64Counter
+	// JobsWithoutCommSplit counts jobs whose step records cannot show a
+	// straggler: backward includes the collective wait (no
+	// training.phase.comm_wait_ns, no flight-recorder tail) (one warning
+	// each).
+	JobsWithoutCommSplit metric.Int64Counter
 }
 
 // Instruments of the processor's own telemetry.
@@ -48,15 +56,19 @@ var (
 	unjudgedSpans   = telemetry.Instrument{Name: "otelcol_processor_straggler_unjudged_spans", Description: "Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step).", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
 	forcedDecisions = telemetry.Instrument{Name: "otelcol_processor_straggler_forced_decisions", Description: "Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs).", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
 	stepsDecided    = telemetry.Instrument{Name: "otelcol_processor_straggler_steps_decided", Description: "Steps decided; one root span each.", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
+	jobsClockSkew   = telemetry.Instrument{Name: "otelcol_processor_straggler_jobs_clock_skew", Description: "Jobs whose node clocks disagreed by more than clock_skew_warning; one warning each.", Unit: "{job}", Stability: component.StabilityLevelDevelopment}
+	jobsNoCommSplit = telemetry.Instrument{Name: "otelcol_processor_straggler_jobs_without_comm_split", Description: "Jobs whose step records cannot show a straggler: backward includes the collective wait (no training.phase.comm_wait_ns, no flight-recorder tail); one warning each.", Unit: "{job}", Stability: component.StabilityLevelDevelopment}
 )
 
 // NewTelemetryBuilder creates the processor's instruments from settings.
 func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilder, error) {
 	b := telemetry.NewBuilder(settings, ScopeName)
 	return &TelemetryBuilder{
-		LateSpans:       b.Int64Counter(lateSpans),
-		UnjudgedSpans:   b.Int64Counter(unjudgedSpans),
-		ForcedDecisions: b.Int64Counter(forcedDecisions),
-		StepsDecided:    b.Int64Counter(stepsDecided),
+		LateSpans:            b.Int64Counter(lateSpans),
+		UnjudgedSpans:        b.Int64Counter(unjudgedSpans),
+		ForcedDecisions:      b.Int64Counter(forcedDecisions),
+		StepsDecided:         b.Int64Counter(stepsDecided),
+		JobsClockSkew:        b.Int64Counter(jobsClockSkew),
+		JobsWithoutCommSplit: b.Int64Counter(jobsNoCommSplit),
 	}, b.Err()
 }

@@ -31,6 +31,11 @@ type RankSample struct {
 	// the wait statistics and is never a link straggler. A group where
 	// fewer than half the ranks have a comparable wait judges no link.
 	NoWait bool
+	// StartUnixNano is the rank's own start of the step on its node's
+	// clock (data time, Unix ns; 0: unknown). Job.Decide copies it into
+	// the rank's Flag, so that a verdict's onset is the straggler's own
+	// step, not the earliest clock of the job.
+	StartUnixNano int64
 	// Link identifies the communicator the rank's collectives ran on
 	// (optional), so a slow link can be told from peers of a straggler.
 	Link string
@@ -100,6 +105,10 @@ type Flag struct {
 	// LinkPeersFlagged counts the other ranks on the same Link flagged as
 	// KindLink in this step (a link fault usually shows on several).
 	LinkPeersFlagged int
+	// StartUnixNano is the rank's own start of the step
+	// (RankSample.StartUnixNano, filled by Job.Decide; 0: unknown):
+	// Persistence reports the onset step's as Verdict.OnsetUnixNano.
+	StartUnixNano int64
 }
 
 // GroupStats summarises one group's compute times.

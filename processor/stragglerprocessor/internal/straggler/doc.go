@@ -109,7 +109,10 @@
 // A rank flagged in K = 3 of the last N = 5 decided steps opens a verdict;
 // N consecutive unflagged steps (a clean window: no flag and, from a Job,
 // no hot step, StepDecision.Hot) resolve it. The verdict's onset is its
-// first flagged step, with that step's start (StepDecision.StartUnixNano). 3 of 5 filters
+// first flagged step, with the rank's own start of that step on its node's
+// clock (RankSample.StartUnixNano; the step's earliest start,
+// StepDecision.StartUnixNano, when unknown): node clocks may disagree, and
+// the earliest start is then another node's clock. 3 of 5 filters
 // single-step events (data-loader hiccups, a long packed sequence) while a
 // steady straggler opens on its third step, inside the ≤ 5-step target, and
 // tolerates a missed step. The price: a rank that hiccups independently with

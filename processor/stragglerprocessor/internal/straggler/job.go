@@ -396,6 +396,7 @@ func (j *Job) Decide(step int64, samples []RankSample, startUnixNano int64) JobD
 	}
 	d.Hot = j.hot
 
+	stampOwnStarts(d.Flags, samples)
 	out := JobDecision{StepDecision: d, Inferred: inferred, Warming: warming, SlowShare: share, ShareExceeded: shareExceeded}
 	out.Transitions = j.p.Observe(step, d)
 	out.JobTransition = j.observeJob(jobStep{step: step, start: startUnixNano, share: share, exceeded: shareExceeded,

@@ -57,8 +57,11 @@ type Verdict struct {
 	// OnsetStep is the first flagged step of the window that opened the
 	// verdict; OpenedStep the newest decided step when it opened.
 	OnsetStep, OpenedStep int64
-	// OnsetUnixNano is the onset step's StepDecision.StartUnixNano: when
-	// the episode began in data time (0 when unknown).
+	// OnsetUnixNano is when the episode began in data time (0 when
+	// unknown): the rank's own start of the onset step on its node's clock
+	// (Flag.StartUnixNano), else that step's StepDecision.StartUnixNano
+	// (the earliest start of any rank, which on a job whose node clocks
+	// disagree is another node's clock).
 	OnsetUnixNano int64
 	// LastFlaggedStep is the newest step that flagged the rank: the end of
 	// the episode once it resolves.
@@ -197,6 +200,9 @@ func (p *Persistence) Observe(step int64, d StepDecision) []Transition {
 			if i, ok := slices.BinarySearchFunc(s.flags, rank, func(f Flag, r int) int { return cmp.Compare(f.Rank, r) }); ok {
 				if first {
 					v.OnsetStep, v.OnsetUnixNano, first = s.step, s.start, false
+					if own := s.flags[i].StartUnixNano; own != 0 {
+						v.OnsetUnixNano = own
+					}
 				}
 				v.add(s.step, s.flags[i])
 			}
@@ -291,5 +297,22 @@ func (v *Verdict) add(step int64, f Flag) {
 		v.LastFlaggedStep = step
 		v.Evidence = f
 		v.Group = f.Group
+	}
+}
+
+// stampOwnStarts gives each flag its rank's own start of the step
+// (RankSample.StartUnixNano). Flags are in sample order (StepDecision), so
+// one walk matches them; a flag out of that order keeps 0 (the step's
+// start stands in).
+func stampOwnStarts(flags []Flag, samples []RankSample) {
+	k := 0
+	for i := range samples {
+		if k == len(flags) {
+			return
+		}
+		if samples[i].Rank == flags[k].Rank {
+			flags[k].StartUnixNano = samples[i].StartUnixNano
+			k++
+		}
 	}
 }
