@@ -38,6 +38,7 @@ type provenanceRig struct {
 	addrs      testbed.AgentAddrs
 	faults     *keyedFaults
 	otlp       string
+	frDir      string // the agent's flight-recorder directory (NCCL_FR_DIR)
 }
 
 func startProvenanceRig(t *testing.T, host, jobID string) *provenanceRig {
@@ -94,7 +95,7 @@ func startProvenanceRig(t *testing.T, host, jobID string) *provenanceRig {
 	faults := consumeKeyedFaults(t, brokerAddr)
 	otlp := "http://" + addrs.OTLPHTTP
 	return &provenanceRig{brokerAddr: brokerAddr, all: all, lag: lag, page: page, audit: audit, addrs: addrs,
-		faults: faults, otlp: otlp}
+		faults: faults, otlp: otlp, frDir: node.FRDir}
 }
 
 // genuineXID79 is the positive control: a genuine XID 79 on GPU 0 through
