@@ -54,7 +54,13 @@ import (
 //     moment earlier shows: the per-group findings are reported instead.
 //   - A culprit is a candidate that is behind in at least one diverged
 //     group (or silent), and in every diverged group it is in, every other
-//     member that is not itself a culprit is ahead of it. A rank behind a collective
+//     member that is not itself a culprit is ahead of it. A rank ahead of
+//     another member in a group (it entered a collective a member never
+//     entered) waits there: it is no culprit, wherever else it is behind
+//     (a rank blocked in the expert all_to_all of a culprit is behind its
+//     tensor peer, which went on to the next tensor all_reduce; ranks of
+//     one stage run one program, so a stopped rank is never ahead of one
+//     that waits for it). A rank behind a collective
 //     that completed anywhere joined it (it could not complete otherwise):
 //     its dump is merely older, whatever its clock says, and it is no
 //     culprit. Ranks that block waiting for a
@@ -267,8 +273,8 @@ func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Durati
 			if g.diverged() && s < g.hi && times[r].stopped(stall) {
 				culprit[r] = true
 			}
-			if s < g.completed {
-				stale[r] = true
+			if s < g.completed || (g.diverged() && s > g.lo) {
+				stale[r] = true // or waiting: it entered what a member never did
 			}
 		}
 	}
