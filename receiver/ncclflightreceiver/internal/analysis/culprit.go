@@ -45,13 +45,20 @@ import (
 //     other. Such a silent rank is a candidate when its peers in a group
 //     that pg_config says it belongs to wait there (they enqueued a
 //     collective that no member completed) and are not seen running.
-//   - Without dump times (copies that did not keep the file times), a rank
-//     that is behind in every group it shares with others (at least two,
-//     within a stage), and whose peers wait in one of them for a collective
-//     it never enqueued, is a candidate: a dump merely taken earlier is
-//     behind in the groups its program was crossing at that moment, not in
-//     all of them. With a single group, being behind is all a dump taken a
-//     moment earlier shows: the per-group findings are reported instead.
+//   - Where no rank is seen running (no dump moment known, or every rank
+//     idle: the watchdog's dumps of a hang, but also the file times of a
+//     copy) and no entry records a state, the moments cannot tell a rank
+//     that stopped from one dumped a moment earlier: a rank behind in a
+//     diverged group, or silent, is a candidate only where the dumps show
+//     the stop (evidence.go: its peers went on past the collective it never
+//     entered, and it holds nothing in flight or its watchdog missed
+//     completions its peers saw); without a hang, the per-group findings
+//     are no evidence either and are dropped. Where only some dump moments
+//     are unknown, a rank without one that is behind in every group it
+//     shares with others (at least two, within a stage), and whose peers
+//     wait in one of them for a collective it never enqueued, is a
+//     candidate: a dump merely taken earlier is behind in the groups its
+//     program was crossing at that moment, not in all of them.
 //   - A culprit is a candidate that is behind in at least one diverged
 //     group (or silent), and in every diverged group it is in, every other
 //     member that is not itself a culprit is ahead of it. A rank ahead of
@@ -265,12 +272,20 @@ func groupProgress(al *aligned) []*progress {
 }
 
 // findCulprits returns the culprit ranks, ascending.
-func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Duration) []int {
+func findCulprits(al *aligned, groups []*progress, times map[int]rankTimes, stall time.Duration) []int {
+	// Where no rank was seen running (every dump moment unknown, or every
+	// rank idle: the watchdog's dumps of a hang, but also a copy's file
+	// times), the moments cannot tell a rank that stopped from one whose
+	// dump was taken a moment earlier: the dumps must show it (evidence.go).
+	// Where the watchdog records states, a collective started and never
+	// completed says more, and the rules below hold as they are.
+	blind := noneRunning(times, stall) && !stateKnown(al)
+	stoppedOrBlind := func(r int) bool { return times[r].stopped(stall) || (blind && !times[r].known()) }
 	culprit := map[int]bool{}
 	stale := map[int]bool{}
 	for _, g := range groups {
 		for r, s := range g.last {
-			if g.diverged() && s < g.hi && times[r].stopped(stall) {
+			if g.diverged() && s < g.hi && stoppedOrBlind(r) {
 				culprit[r] = true
 			}
 			if s < g.completed || (g.diverged() && s > g.lo) {
@@ -283,12 +298,19 @@ func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Durati
 		case t.running(stall):
 		case t.silent && silentHoldsUp(r, groups, times, stall):
 			culprit[r] = true
-		case !t.silent && !t.known() && behindEverywhere(r, groups):
+		case !blind && !t.silent && !t.known() && behindEverywhere(r, groups):
 			culprit[r] = true
 		}
 	}
 	for r := range stale {
 		delete(culprit, r)
+	}
+	if blind {
+		for r := range culprit {
+			if !stoppedHere(al, r, groups) {
+				delete(culprit, r)
+			}
+		}
 	}
 	for changed := true; changed; {
 		changed = false

@@ -107,17 +107,18 @@ func completions(dumps []*frdump.Dump, members map[string][]int, clocks []int64)
 	return done
 }
 
-// blockedAt sets, for each rank whose enqueued is -1, how many of its
-// entries it enqueued before it blocked: a rank enqueues its program in
-// order, and after an operation the CPU waits for (sync) only once it
-// completed; the others' enqueued are fixed (the culprits').
+// blockedAt sets how many of its entries each rank enqueued: a rank
+// enqueues its program in order, after an operation the CPU waits for
+// (sync) only once it completed, and a rank whose enqueued is set (a
+// culprit's stop) no further than that; -1: as far as it gets.
 func blockedAt(dumps []*frdump.Dump, members map[string][]int, clocks []int64, enqueued []int, sync func(rank, i int) bool) {
-	free := map[int]bool{}
+	limit := make([]int, len(dumps))
 	for r, n := range enqueued {
+		limit[r] = n
 		if n < 0 {
-			free[r] = true
-			enqueued[r] = 0
+			limit[r] = len(dumps[r].Entries)
 		}
+		enqueued[r] = 0
 	}
 	view := make([]*frdump.Dump, len(dumps))
 	for changed := true; changed; {
@@ -128,8 +129,8 @@ func blockedAt(dumps []*frdump.Dump, members map[string][]int, clocks []int64, e
 		}
 		done := completions(view, members, clocks)
 		changed = false
-		for r := range free {
-			for enqueued[r] < len(dumps[r].Entries) {
+		for r := range dumps {
+			for enqueued[r] < limit[r] {
 				last := enqueued[r] - 1
 				if last >= 0 && sync(r, last) && (last >= len(done[r]) || done[r][last] == 0) {
 					break
