@@ -111,9 +111,14 @@ func (p *progress) diverged() bool { return len(p.last) >= 2 && p.hi > p.lo }
 // stagePairs returns the pairs of ranks that exchange point-to-point
 // operations (pipeline neighbours: ranks of different stages), from the
 // profiling names of p2p entries ("nccl:send 0->1", "nccl:recv 1<-0", ranks
-// local to the group) and the group's members in pg_config order.
+// local to the group) and the group's members in pg_config order. Dumps of
+// the operations in flight hold the point-to-point operations of some
+// pipeline groups only: every group of a kind (a description several
+// groups share, e.g. PIPELINE_MODEL_PARALLEL_GROUP) one of which carries
+// them pairs its members too.
 func stagePairs(al *aligned) map[[2]int]bool {
 	out := map[[2]int]bool{}
+	p2pDescs := map[string]bool{}
 	for _, v := range al.views {
 		for i := range v.r.Ops {
 			e := &v.r.Ops[i]
@@ -130,6 +135,24 @@ func stagePairs(al *aligned) map[[2]int]bool {
 			}
 			x, y := cfg.Ranks[a], cfg.Ranks[b]
 			out[[2]int{min(x, y), max(x, y)}] = true
+			p2pDescs[cfg.Desc] = true
+		}
+	}
+	configs := allConfigs(al)
+	kinds := map[string]int{}
+	for _, cfg := range configs {
+		kinds[cfg.Desc]++
+	}
+	for _, cfg := range configs {
+		if !p2pDescs[cfg.Desc] || kinds[cfg.Desc] < 2 || cfg.Desc == "" || cfg.Desc == "undefined" {
+			continue
+		}
+		for i, x := range cfg.Ranks {
+			for _, y := range cfg.Ranks[i+1:] {
+				if x != y {
+					out[[2]int{min(x, y), max(x, y)}] = true
+				}
+			}
 		}
 	}
 	return out
@@ -380,4 +403,17 @@ func holdsUp(r int, groups []*progress, culprit map[int]bool) bool {
 		}
 	}
 	return true
+}
+
+// allConfigs is every group pg_config lists in any dump, by name.
+func allConfigs(al *aligned) map[string]frdump.PGConfig {
+	out := map[string]frdump.PGConfig{}
+	for _, v := range al.views {
+		for name, cfg := range v.r.PGConfig {
+			if _, ok := out[name]; !ok {
+				out[name] = cfg
+			}
+		}
+	}
+	return out
 }

@@ -138,10 +138,13 @@ func checkGeneratedHang(t *testing.T, name string, rep Report, culprits []int, s
 }
 
 // The healthy control, dumped on demand, each rank at its own moment a few
-// collectives apart: nothing, whatever moment the analysis is given.
+// collectives apart: nothing, whatever moment the analysis is given. 32
+// seeds: in some (14, 30) no dump of a pipeline pair holds a point-to-point
+// operation, and the model-parallel group spanning it is known to cross
+// stages only through the other pipeline groups (stagePairs).
 func TestGeneratedRealFormatHealthy(t *testing.T) {
 	diverged := 0
-	for seed := range uint64(8) {
+	for seed := range uint64(32) {
 		dumps := moeDumps(frdumptest.MoEConfig{Scenario: frdumptest.MoEHealthy, Seed: seed, OnlyActive: true})
 		for _, g := range groupProgress(alignDumps(dumps)) {
 			if g.diverged() {
