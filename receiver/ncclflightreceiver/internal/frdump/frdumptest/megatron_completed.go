@@ -22,71 +22,109 @@ const gpuRun = int64(500_000)
 
 // completions returns, per rank and entry, when it completed (0: never).
 func completions(dumps []*frdump.Dump, members map[string][]int, clocks []int64) [][]int64 {
-	type key struct {
-		name string
-		seq  int64 // a point-to-point operation's: minus its number in the group
+	c := newCompleter(dumps, members, clocks)
+	for r, d := range dumps {
+		c.limit[r] = len(d.Entries)
 	}
-	keys := make([][]key, len(dumps))
-	where := make([]map[key]int, len(dumps)) // rank → key → entry index
+	c.run()
+	return c.done
+}
+
+// opKey names an operation across ranks: a collective by group and
+// sequence, a point-to-point operation by group and minus its number there.
+type opKey struct {
+	name string
+	seq  int64
+}
+
+// completer finds completions over the first limit[r] entries of each
+// rank; raising a limit and running again goes on from what it found (an
+// operation's completion depends only on the operations before it).
+type completer struct {
+	dumps   []*frdump.Dump
+	members map[string][]int
+	clocks  []int64
+	keys    [][]opKey
+	where   []map[opKey]int // rank → key → entry index
 	// waitsFor: the entries entry i runs after (the previous one of its
 	// group, the previous one the computation waits for); -1 none.
-	waitsFor := make([][][2]int, len(dumps))
-	done := make([][]int64, len(dumps))
+	waitsFor [][][2]int
+	done     [][]int64
+	limit    []int
+	lo       []int // every entry before it is done
+}
+
+func newCompleter(dumps []*frdump.Dump, members map[string][]int, clocks []int64) *completer {
+	n := len(dumps)
+	c := &completer{dumps: dumps, members: members, clocks: clocks, keys: make([][]opKey, n),
+		where: make([]map[opKey]int, n), waitsFor: make([][][2]int, n), done: make([][]int64, n),
+		limit: make([]int, n), lo: make([]int, n)}
 	for r, d := range dumps {
-		keys[r], where[r] = make([]key, len(d.Entries)), map[key]int{}
-		waitsFor[r], done[r] = make([][2]int, len(d.Entries)), make([]int64, len(d.Entries))
+		c.keys[r], c.where[r] = make([]opKey, len(d.Entries)), map[opKey]int{}
+		c.waitsFor[r], c.done[r] = make([][2]int, len(d.Entries)), make([]int64, len(d.Entries))
 		p2p := map[string]int64{}
 		lastOf := map[string]int{}
 		lastWaited := -1
 		for i, e := range d.Entries {
-			k := key{e.PGName, e.CollectiveSeqID}
+			k := opKey{e.PGName, e.CollectiveSeqID}
 			if e.IsP2P {
 				p2p[e.PGName]++
 				k.seq = -p2p[e.PGName]
 			}
-			keys[r][i], where[r][k] = k, i
+			c.keys[r][i], c.where[r][k] = k, i
 			prev, ok := lastOf[e.PGName]
 			if !ok {
 				prev = -1
 			}
-			waitsFor[r][i] = [2]int{prev, lastWaited}
+			c.waitsFor[r][i] = [2]int{prev, lastWaited}
 			lastOf[e.PGName] = i
 			if e.PGDesc != "MODEL_PARALLEL_GROUP" { // nothing waits for it
 				lastWaited = i
 			}
 		}
 	}
-	// ready: when entry i of rank r can run; 0 while it cannot yet.
-	ready := func(r, i int) int64 {
-		at := dumps[r].Entries[i].TimeCreatedNs - clocks[r]
-		for _, j := range waitsFor[r][i] {
-			if j < 0 {
-				continue
-			}
-			if done[r][j] == 0 {
-				return 0
-			}
-			at = max(at, done[r][j])
-		}
-		return at
+	return c
+}
+
+// ready: when entry i of rank r can run; 0 while it cannot yet.
+func (c *completer) ready(r, i int) int64 {
+	if i >= c.limit[r] {
+		return 0
 	}
+	at := c.dumps[r].Entries[i].TimeCreatedNs - c.clocks[r]
+	for _, j := range c.waitsFor[r][i] {
+		if j < 0 {
+			continue
+		}
+		if c.done[r][j] == 0 {
+			return 0
+		}
+		at = max(at, c.done[r][j])
+	}
+	return at
+}
+
+func (c *completer) run() {
 	for changed := true; changed; {
 		changed = false
-		for r, d := range dumps {
-			for i := range d.Entries {
-				if done[r][i] != 0 {
+		for r := range c.dumps {
+			for c.lo[r] < c.limit[r] && c.done[r][c.lo[r]] != 0 {
+				c.lo[r]++
+			}
+			for i := c.lo[r]; i < c.limit[r]; i++ {
+				if c.done[r][i] != 0 {
 					continue
 				}
-				k := keys[r][i]
-				at := ready(r, i)
-				for _, m := range members[k.name] {
+				k := c.keys[r][i]
+				at := c.ready(r, i)
+				for _, m := range c.members[k.name] {
 					if at == 0 || m == r {
 						continue
 					}
-					j, ok := where[m][k]
+					j, ok := c.where[m][k]
 					if !ok {
 						at = 0
-					} else if mr := ready(m, j); mr == 0 {
+					} else if mr := c.ready(m, j); mr == 0 {
 						at = 0
 					} else {
 						at = max(at, mr)
@@ -95,16 +133,15 @@ func completions(dumps []*frdump.Dump, members map[string][]int, clocks []int64)
 				if at == 0 {
 					continue
 				}
-				for _, m := range members[k.name] {
-					if j, ok := where[m][k]; ok {
-						done[m][j] = at + gpuRun
+				for _, m := range c.members[k.name] {
+					if j, ok := c.where[m][k]; ok {
+						c.done[m][j] = at + gpuRun
 					}
 				}
 				changed = true
 			}
 		}
 	}
-	return done
 }
 
 // blockedAt sets how many of its entries each rank enqueued: a rank
@@ -118,26 +155,21 @@ func blockedAt(dumps []*frdump.Dump, members map[string][]int, clocks []int64, e
 		if n < 0 {
 			limit[r] = len(dumps[r].Entries)
 		}
-		enqueued[r] = 0
 	}
-	view := make([]*frdump.Dump, len(dumps))
+	c := newCompleter(dumps, members, clocks)
 	for changed := true; changed; {
-		for r, d := range dumps {
-			v := *d
-			v.Entries = d.Entries[:enqueued[r]]
-			view[r] = &v
-		}
-		done := completions(view, members, clocks)
+		c.run()
 		changed = false
 		for r := range dumps {
-			for enqueued[r] < limit[r] {
-				last := enqueued[r] - 1
-				if last >= 0 && sync(r, last) && (last >= len(done[r]) || done[r][last] == 0) {
+			for c.limit[r] < limit[r] {
+				last := c.limit[r] - 1
+				if last >= 0 && sync(r, last) && c.done[r][last] == 0 {
 					break
 				}
-				enqueued[r]++
+				c.limit[r]++
 				changed = true
 			}
 		}
 	}
+	copy(enqueued, c.limit)
 }
