@@ -76,3 +76,56 @@ func TestMoEHangDumpsOneCulpritFinding(t *testing.T) {
 		assert.Contains(t, stack.Str(), "megatron/", scenario)
 	}
 }
+
+// writeMoECopy writes the dumps as an operator's copy leaves them: the
+// files' times are the copy's, not the dump moments.
+func writeMoECopy(t *testing.T, cfg frdumptest.MoEConfig) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rank, d := range frdumptest.MegatronMoE(cfg) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, frdumptest.MoEFileName(rank)), frdumptest.Pickle(d), 0o644))
+	}
+	return dir
+}
+
+// Generated incidents in the real format (only the operations in flight,
+// pg_status by each rank's own group ids) through the receiver, whose dump
+// moments are the files' mtimes: those torch left, or a copy's. One record,
+// the hang, naming the culprits and the expert all_to_all their peers wait
+// in; nothing on the healthy control either way.
+func TestMoERealFormatThroughTheReceiver(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		culprits []int
+	}{
+		{frdumptest.MoEGILHang, []int{9, 13}},
+		{frdumptest.MoEGPUError, []int{4, 5}},
+		{frdumptest.MoEGPUError, []int{10}},
+		{frdumptest.MoEHealthy, nil},
+	} {
+		cfg := frdumptest.MoEConfig{Scenario: tc.scenario, Culprits: tc.culprits, Seed: 1, OnlyActive: true}
+		for moment, dir := range map[string]string{"mtime": writeMoE(t, cfg), "copy": writeMoECopy(t, cfg)} {
+			name := tc.scenario + "/" + moment
+			got := readAll(t, dir)
+			if tc.culprits == nil {
+				for _, lr := range got {
+					t.Errorf("%s: finding on the healthy control: %s", name, lr.Body().Str())
+				}
+				continue
+			}
+			require.Len(t, got, 1, name)
+			h := got[0]
+			assert.Equal(t, string(analysis.KindHang), attrStr(h, semconv.AttrNCCLFinding), name)
+			ranks, ok := h.Attributes().Get(semconv.AttrNCCLRanks)
+			require.True(t, ok, name)
+			want := make([]any, len(tc.culprits))
+			for i, r := range tc.culprits {
+				want[i] = int64(r)
+			}
+			assert.Equal(t, want, ranks.Slice().AsRaw(), name)
+			assert.Equal(t, "all_to_all", attrStr(h, semconv.AttrNCCLCollective), name)
+			assert.Equal(t, "EXPERT_MODEL_PARALLEL_GROUP", attrStr(h, semconv.AttrNCCLPGDesc), name)
+			assert.Contains(t, h.Body().Str(), "nccl:all_to_all "+frdumptest.MoEStuckSizes+" BFloat16", name)
+		}
+	}
+}

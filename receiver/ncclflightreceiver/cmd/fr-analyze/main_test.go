@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -446,4 +447,46 @@ func TestIgnoreMtimeIsTheDefault(t *testing.T) {
 	assert.Equal(t, exitError, run([]string{"--ignore-mtime", "--use-mtime", fixture("dp4-hang2-v2.4")}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "--use-mtime and --ignore-mtime contradict each other")
 	assert.Empty(t, out.String())
+}
+
+// Generated incidents in the real format (only the operations in flight:
+// the GIL-stuck ranks dump no entries) give the reference's kind of answer
+// on both of fr-analyze's time bases, the dumps' own (newest entry +
+// timeout_ms) and the files' (--use-mtime): the first finding is the hang
+// naming the culprits and the expert all_to_all; the healthy control,
+// dumped on demand, gives nothing on either.
+func TestMegatronMoERealFormat(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		culprits []int
+	}{
+		{frdumptest.MoEGILHang, []int{9, 14}},
+		{frdumptest.MoEGPUError, []int{2, 3}},
+		{frdumptest.MoEGPUError, []int{12}},
+		{frdumptest.MoEHealthy, nil},
+	} {
+		dir := t.TempDir()
+		for rank, d := range frdumptest.MegatronMoE(frdumptest.MoEConfig{Scenario: tc.scenario, Culprits: tc.culprits, Seed: 2, OnlyActive: true}) {
+			writeDump(t, filepath.Join(dir, frdumptest.MoEFileName(rank)), frdumptest.Pickle(d), d.DumpedAtNs)
+		}
+		for _, args := range [][]string{{dir}, {"--use-mtime", dir}} {
+			name := fmt.Sprintf("%s%v %v", tc.scenario, tc.culprits, args[:len(args)-1])
+			code, text, res := analyzeArgs(t, args...)
+			inc := only(t, res)
+			if tc.culprits == nil {
+				assert.Equal(t, exitClean, code, "%s\n%s", name, text)
+				assert.Empty(t, inc.Findings, name)
+				continue
+			}
+			assert.Equal(t, exitFindings, code, name)
+			require.NotEmpty(t, inc.Findings, name)
+			h := inc.Findings[0]
+			assert.Equal(t, string(analysis.KindHang), h.Kind, "%s: the hang first\n%s", name, text)
+			assert.Equal(t, tc.culprits, h.Ranks, name)
+			assert.Equal(t, "nccl:all_to_all", h.Collective, name)
+			assert.Equal(t, "EXPERT_MODEL_PARALLEL_GROUP", h.PGDesc, name)
+			head := strings.Join(strings.SplitN(text, "\n", 4)[:3], "\n")
+			assert.Contains(t, head, frdumptest.MoEStuckSizes, "%s: the first three lines\n%s", name, head)
+		}
+	}
 }

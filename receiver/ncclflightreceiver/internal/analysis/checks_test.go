@@ -147,8 +147,12 @@ func TestStatusDivergenceMinGap(t *testing.T) {
 
 func TestStatusDivergenceUnknownGroup(t *testing.T) {
 	// Status for a group with no entries: named from pg_config, or by its key.
+	// Rank 0's watchdog recorded a completion (in a group of its own):
+	// without a state seen and without dump moments, status divergence is
+	// no evidence (evidence.go) and would not be reported.
 	a := &frdump.Dump{PGStatus: map[string]frdump.PGStatus{"7": {LastEnqueued: 4}},
-		PGConfig: map[string]frdump.PGConfig{"7": {Name: "7", Desc: "pp"}}}
+		PGConfig: map[string]frdump.PGConfig{"7": {Name: "7", Desc: "pp"}},
+		Entries:  []frdump.Entry{{PGID: 9, PGName: "9", CollectiveSeqID: 1, ProfilingName: "nccl:all_reduce", State: frdump.StateCompleted}}}
 	b := &frdump.Dump{PGStatus: map[string]frdump.PGStatus{"7": {LastEnqueued: 2}, "x": {LastEnqueued: 1}}}
 	c := &frdump.Dump{PGStatus: map[string]frdump.PGStatus{"x": {LastEnqueued: 3}}}
 	rep := Analyze([]RankDump{{Rank: 0, Dump: a}, {Rank: 1, Dump: b}, {Rank: 2, Dump: c}}, Options{})

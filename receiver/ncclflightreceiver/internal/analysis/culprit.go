@@ -45,16 +45,29 @@ import (
 //     other. Such a silent rank is a candidate when its peers in a group
 //     that pg_config says it belongs to wait there (they enqueued a
 //     collective that no member completed) and are not seen running.
-//   - Without dump times (copies that did not keep the file times), a rank
-//     that is behind in every group it shares with others (at least two,
-//     within a stage), and whose peers wait in one of them for a collective
-//     it never enqueued, is a candidate: a dump merely taken earlier is
-//     behind in the groups its program was crossing at that moment, not in
-//     all of them. With a single group, being behind is all a dump taken a
-//     moment earlier shows: the per-group findings are reported instead.
+//   - Where no rank is seen running (no dump moment known, or every rank
+//     idle: the watchdog's dumps of a hang, but also the file times of a
+//     copy) and no entry records a state, the moments cannot tell a rank
+//     that stopped from one dumped a moment earlier: a rank behind in a
+//     diverged group, or silent, is a candidate only where the dumps show
+//     the stop (evidence.go: its peers went on past the collective it never
+//     entered, and it holds nothing in flight or its watchdog missed
+//     completions its peers saw); without a hang, the per-group findings
+//     are no evidence either and are dropped. Where only some dump moments
+//     are unknown, a rank without one that is behind in every group it
+//     shares with others (at least two, within a stage), and whose peers
+//     wait in one of them for a collective it never enqueued, is a
+//     candidate: a dump merely taken earlier is behind in the groups its
+//     program was crossing at that moment, not in all of them.
 //   - A culprit is a candidate that is behind in at least one diverged
 //     group (or silent), and in every diverged group it is in, every other
-//     member that is not itself a culprit is ahead of it. A rank behind a collective
+//     member that is not itself a culprit is ahead of it. A rank ahead of
+//     another member in a group (it entered a collective a member never
+//     entered) waits there: it is no culprit, wherever else it is behind
+//     (a rank blocked in the expert all_to_all of a culprit is behind its
+//     tensor peer, which went on to the next tensor all_reduce; ranks of
+//     one stage run one program, so a stopped rank is never ahead of one
+//     that waits for it). A rank behind a collective
 //     that completed anywhere joined it (it could not complete otherwise):
 //     its dump is merely older, whatever its clock says, and it is no
 //     culprit. Ranks that block waiting for a
@@ -98,9 +111,14 @@ func (p *progress) diverged() bool { return len(p.last) >= 2 && p.hi > p.lo }
 // stagePairs returns the pairs of ranks that exchange point-to-point
 // operations (pipeline neighbours: ranks of different stages), from the
 // profiling names of p2p entries ("nccl:send 0->1", "nccl:recv 1<-0", ranks
-// local to the group) and the group's members in pg_config order.
+// local to the group) and the group's members in pg_config order. Dumps of
+// the operations in flight hold the point-to-point operations of some
+// pipeline groups only: every group of a kind (a description several
+// groups share, e.g. PIPELINE_MODEL_PARALLEL_GROUP) one of which carries
+// them pairs its members too.
 func stagePairs(al *aligned) map[[2]int]bool {
 	out := map[[2]int]bool{}
+	p2pDescs := map[string]bool{}
 	for _, v := range al.views {
 		for i := range v.r.Ops {
 			e := &v.r.Ops[i]
@@ -117,6 +135,24 @@ func stagePairs(al *aligned) map[[2]int]bool {
 			}
 			x, y := cfg.Ranks[a], cfg.Ranks[b]
 			out[[2]int{min(x, y), max(x, y)}] = true
+			p2pDescs[cfg.Desc] = true
+		}
+	}
+	configs := allConfigs(al)
+	kinds := map[string]int{}
+	for _, cfg := range configs {
+		kinds[cfg.Desc]++
+	}
+	for _, cfg := range configs {
+		if !p2pDescs[cfg.Desc] || kinds[cfg.Desc] < 2 || cfg.Desc == "" || cfg.Desc == "undefined" {
+			continue
+		}
+		for i, x := range cfg.Ranks {
+			for _, y := range cfg.Ranks[i+1:] {
+				if x != y {
+					out[[2]int{min(x, y), max(x, y)}] = true
+				}
+			}
 		}
 	}
 	return out
@@ -259,16 +295,24 @@ func groupProgress(al *aligned) []*progress {
 }
 
 // findCulprits returns the culprit ranks, ascending.
-func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Duration) []int {
+func findCulprits(al *aligned, groups []*progress, times map[int]rankTimes, stall time.Duration) []int {
+	// Where no rank was seen running (every dump moment unknown, or every
+	// rank idle: the watchdog's dumps of a hang, but also a copy's file
+	// times), the moments cannot tell a rank that stopped from one whose
+	// dump was taken a moment earlier: the dumps must show it (evidence.go).
+	// Where the watchdog records states, a collective started and never
+	// completed says more, and the rules below hold as they are.
+	blind := noneRunning(times, stall) && !stateKnown(al)
+	stoppedOrBlind := func(r int) bool { return times[r].stopped(stall) || (blind && !times[r].known()) }
 	culprit := map[int]bool{}
 	stale := map[int]bool{}
 	for _, g := range groups {
 		for r, s := range g.last {
-			if g.diverged() && s < g.hi && times[r].stopped(stall) {
+			if g.diverged() && s < g.hi && stoppedOrBlind(r) {
 				culprit[r] = true
 			}
-			if s < g.completed {
-				stale[r] = true
+			if s < g.completed || (g.diverged() && s > g.lo) {
+				stale[r] = true // or waiting: it entered what a member never did
 			}
 		}
 	}
@@ -277,12 +321,19 @@ func findCulprits(groups []*progress, times map[int]rankTimes, stall time.Durati
 		case t.running(stall):
 		case t.silent && silentHoldsUp(r, groups, times, stall):
 			culprit[r] = true
-		case !t.silent && !t.known() && behindEverywhere(r, groups):
+		case !blind && !t.silent && !t.known() && behindEverywhere(r, groups):
 			culprit[r] = true
 		}
 	}
 	for r := range stale {
 		delete(culprit, r)
+	}
+	if blind {
+		for r := range culprit {
+			if !stoppedHere(al, r, groups) {
+				delete(culprit, r)
+			}
+		}
 	}
 	for changed := true; changed; {
 		changed = false
@@ -352,4 +403,17 @@ func holdsUp(r int, groups []*progress, culprit map[int]bool) bool {
 		}
 	}
 	return true
+}
+
+// allConfigs is every group pg_config lists in any dump, by name.
+func allConfigs(al *aligned) map[string]frdump.PGConfig {
+	out := map[string]frdump.PGConfig{}
+	for _, v := range al.views {
+		for name, cfg := range v.r.PGConfig {
+			if _, ok := out[name]; !ok {
+				out[name] = cfg
+			}
+		}
+	}
+	return out
 }

@@ -347,12 +347,24 @@ func culpritPass(al *aligned, findings []Finding, opts Options) []Finding {
 	findings = kept
 
 	groups := withinStage(groupProgress(al), stagePairs(al))
-	culprits := findCulprits(groups, times, stall)
-	if len(culprits) == 0 {
-		return findings
+	culprits := findCulprits(al, groups, times, stall)
+	hang, ok := Finding{}, false
+	if len(culprits) > 0 {
+		hang, ok = hangFinding(al, culprits, groups, times)
 	}
-	hang, ok := hangFinding(al, culprits, groups, times)
 	if !ok {
+		if scheduledOnly && noneRunning(times, stall) {
+			// No dump moment tells a stop from a dump taken a moment
+			// earlier, and no dump shows one (evidence.go): ranks behind
+			// in a group are no evidence of a hang either.
+			kept = findings[:0]
+			for _, f := range findings {
+				if f.Kind != KindMissingRanks && f.Kind != KindPGStatusDivergence {
+					kept = append(kept, f)
+				}
+			}
+			return kept
+		}
 		return findings
 	}
 	var folded []string

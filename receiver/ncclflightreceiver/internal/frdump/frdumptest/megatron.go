@@ -3,6 +3,7 @@ package frdumptest
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
 )
@@ -28,10 +29,11 @@ import (
 //
 // A step is 4 microbatches of forward then backward (stage 0 sends
 // activations to stage 1 and receives gradients back, point-to-point in the
-// pipeline group; each MoE layer runs a tensor all_reduce and three expert
-// all_to_alls: token counts, dispatch, combine; each forward microbatch
-// reduces the MoE auxiliary-loss statistics over the model-parallel
-// group), then the data-parallel
+// pipeline group; each MoE layer runs a tensor all_reduce, three expert
+// all_to_alls (dispatch 2048x5120, token counts 2048, combine of uneven
+// token counts x5120, as the real job's) and a tensor all_reduce; after
+// each forward layer the MoE auxiliary-loss statistics are reduced over the
+// model-parallel group, which nothing waits for), then the data-parallel
 // gradient reduce_scatter and parameter all_gather, a tensor-parallel
 // grad-norm all_reduce and a default_pg all_reduce of the loss.
 const (
@@ -47,15 +49,21 @@ const (
 	// MoEHealthy: the job runs; every rank dumps on demand, each a few
 	// collectives later or earlier than the others.
 	MoEHealthy = "healthy"
-	// MoEGPUError: the culprits stop mid-step (a GPU error) before the
-	// expert all_to_all of microbatch 2; their expert peers enqueue it and
-	// block, stage 1 blocks receiving; every rank dumps on the watchdog's
-	// timeout, minutes later.
+	// MoEGPUError: the culprits' GPUs fail at the start of microbatch 1's
+	// forward: from then on their watchdogs see nothing complete, so those
+	// operations stay in flight in their dumps, as the real GPU-error
+	// culprit's do (its peers saw the collectives complete: the kernels
+	// already queued ran); their CPUs go on enqueuing until they block
+	// before the expert all_to_all of microbatch 2; their expert peers
+	// enqueue it and block, stage 1 blocks receiving; every rank dumps on
+	// the watchdog's timeout, minutes later.
 	MoEGPUError = "gpu_error"
 	// MoEGILHang: a thread of the culprits holds the Python GIL: they stop
-	// enqueuing at the start of microbatch 1's forward; their peers enqueue
-	// further (the tensor all_reduce and the expert all_to_alls up to the
-	// one that needs a culprit) and block.
+	// in the router of microbatch 1's forward, after its tensor all_reduce
+	// and before its first expert all_to_all; everything they enqueued
+	// completes, so their dumps hold no entries when only the operations in
+	// flight are written (OnlyActive), as the real GIL-stuck ranks' do;
+	// their peers enqueue that all_to_all and block.
 	MoEGILHang = "gil_hang"
 )
 
@@ -87,23 +95,61 @@ type moeOp struct {
 	p2p  bool
 	mb   int // microbatch, -1 outside
 	fwd  bool
+	part int // of the expert all_to_alls: 0 dispatch, 1 token counts, 2 combine
 }
+
+// sync: the CPU waits for the operation to complete before it enqueues
+// the next (the token counts are copied to the host; a received
+// microbatch is waited for).
+func (o moeOp) sync() bool {
+	return (o.kind == "ep" && o.part == 1) || (o.p2p && strings.Contains(o.name, "recv"))
+}
+
+// Sizes of the MoE job's operations: hidden 5120, 2048 tokens per
+// microbatch and rank, as the real job's dumps record them.
+const (
+	moeHidden = 5120
+	moeTokens = 2048
+)
+
+// moeSizes are an operation's input sizes: the dispatch 2048x5120 on every
+// rank, the token counts 2048, the combine of the tokens the rank's
+// experts got (uneven: they differ per rank and operation) x5120; the
+// tensor and other collectives 4096x1x5120.
+func moeSizes(o moeOp, rank, step, i int) [][]int64 {
+	if o.kind != "ep" {
+		return [][]int64{{2 * moeTokens, 1, moeHidden}}
+	}
+	switch o.part {
+	case 0:
+		return [][]int64{{moeTokens, moeHidden}}
+	case 1:
+		return [][]int64{{moeTokens}}
+	}
+	return [][]int64{{int64(moeTokens - 150 + (rank*37+step*13+i*11)%300), moeHidden}}
+}
+
+// MoEStuckSizes is the input size of the collective the peers of a
+// MoEGPUError or MoEGILHang job's culprits wait in, the reference
+// analyzer's way ("2048x5120"): the dispatch all_to_all.
+const MoEStuckSizes = "2048x5120"
 
 // moeProgram is one step of a stage, in program order.
 func moeProgram(stage int) []moeOp {
 	var ops []moeOp
 	layer := func(mb int, fwd bool) {
 		if fwd {
-			ops = append(ops,
-				moeOp{kind: "mp", name: "nccl:all_reduce", mb: mb, fwd: true},
-				moeOp{kind: "tp", name: "nccl:all_reduce", mb: mb, fwd: true})
+			ops = append(ops, moeOp{kind: "tp", name: "nccl:all_reduce", mb: mb, fwd: true})
 		}
 		ops = append(ops,
-			moeOp{kind: "ep", name: "nccl:all_to_all", mb: mb, fwd: fwd}, // token counts
-			moeOp{kind: "ep", name: "nccl:all_to_all", mb: mb, fwd: fwd}, // dispatch
-			moeOp{kind: "ep", name: "nccl:all_to_all", mb: mb, fwd: fwd}, // combine
+			moeOp{kind: "ep", name: "nccl:all_to_all", mb: mb, fwd: fwd, part: 0}, // dispatch
+			moeOp{kind: "ep", name: "nccl:all_to_all", mb: mb, fwd: fwd, part: 1}, // token counts
+			moeOp{kind: "ep", name: "nccl:all_to_all", mb: mb, fwd: fwd, part: 2}, // combine
 			moeOp{kind: "tp", name: "nccl:all_reduce", mb: mb, fwd: fwd},
 		)
+		if fwd {
+			ops = append(ops, moeOp{kind: "mp", name: "nccl:all_reduce", mb: mb, fwd: true})
+		}
 	}
 	for mb := range moeMB {
 		if stage == 1 {
@@ -288,32 +334,23 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 	stepDur := int64(len(progs[1]))*dt + stageLag + 50_000_000
 
 	// cut is the number of ops of the incident step each rank enqueued.
+	// cut is the number of ops of the incident step rank enqueued, for
+	// the culprits of a hang and the ranks of a healthy job; -1 for the
+	// others of a hang: they enqueue until they block (blockedAt).
 	cut := func(rank int) int {
 		stage := rank / (moeTP * moeDP)
 		ops := progs[stage]
 		switch cfg.Scenario {
 		case MoEGPUError, MoEGILHang:
+			if !culprit[rank] {
+				return -1
+			}
 			mb := 2
 			if cfg.Scenario == MoEGILHang {
 				mb = 1
 			}
-			if cstage := cfg.Culprits[0] / (moeTP * moeDP); stage != cstage {
-				if stage == 1 { // blocked receiving the microbatch stage 0 never sends
-					return findOp(ops, func(o moeOp) bool { return o.p2p && o.fwd && o.mb == mb }) + 1
-				}
-				// stage 0 sends every forward microbatch, then blocks
-				// receiving the first gradient
-				return findOp(ops, func(o moeOp) bool { return o.p2p && !o.fwd && o.mb == 0 }) + 1
-			}
-			if culprit[rank] {
-				if cfg.Scenario == MoEGILHang { // stops before the microbatch's forward
-					return findOp(ops, func(o moeOp) bool { return o.fwd && o.mb == mb })
-				}
-				return findOp(ops, func(o moeOp) bool { return o.kind == "ep" && o.fwd && o.mb == mb })
-			}
-			// enqueues the microbatch's first expert all_to_all and blocks
-			// syncing on its token counts
-			return findOp(ops, func(o moeOp) bool { return o.kind == "ep" && o.fwd && o.mb == mb }) + 1
+			// stops before the microbatch's first expert all_to_all
+			return findOp(ops, func(o moeOp) bool { return o.kind == "ep" && o.fwd && o.mb == mb })
 		default:
 			// dumps on demand while running, each 0-3 enqueues apart; stage
 			// 1 runs a microbatch behind stage 0
@@ -323,6 +360,9 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 	}
 
 	out := make([]*frdump.Dump, MoEWorld)
+	clocks := make([]int64, MoEWorld)
+	frozen := make([]int, MoEWorld)
+	enqueued := make([]int, MoEWorld) // entries each rank enqueued; -1: until it blocks
 	for rank := range MoEWorld {
 		stage := rank / (moeTP * moeDP)
 		ops := progs[stage]
@@ -351,7 +391,6 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 		if rank >= moeTP*moeDP {
 			skew = nodeSkew
 		}
-		var newest int64
 		emit := func(step int, i int, o moeOp) {
 			g := myGroup[o.kind]
 			pgID, _ := strconv.ParseInt(g.name, 10, 64)
@@ -368,11 +407,8 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 				Frames:        moeFrames(o),
 				InputDtypes:   []string{"BFloat16"}, OutputDtypes: []string{"BFloat16"},
 			}
-			size := int64(4096 * 2048)
-			if o.kind == "ep" {
-				size = int64(1000 + rank*7 + i) // uneven token counts
-			}
-			e.InputSizes, e.OutputSizes = [][]int64{{size}}, [][]int64{{size}}
+			e.InputSizes = moeSizes(o, rank, step, i)
+			e.OutputSizes = e.InputSizes
 			if o.p2p {
 				p2pSeq++
 				e.P2PSeqID = p2pSeq
@@ -380,22 +416,46 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 			} else {
 				seqs[g.name]++
 				e.CollectiveSeqID = seqs[g.name]
-				st := d.PGStatus[g.name]
-				st.LastEnqueued = e.CollectiveSeqID
-				d.PGStatus[g.name] = st
 			}
 			record++
-			newest = max(newest, e.TimeCreatedNs)
 			d.Entries = append(d.Entries, e)
 		}
-		for step := range cfg.Steps {
+		// every step the program has, the incident step's whole: what
+		// the rank enqueued of it is decided below
+		for step := range cfg.Steps + 1 {
 			for i, o := range ops {
 				emit(step, i, o)
 			}
 		}
-		n := cut(rank)
-		for i, o := range ops[:n] {
-			emit(cfg.Steps, i, o)
+		clocks[rank], frozen[rank] = skew, -1
+		enqueued[rank] = -1
+		if c := cut(rank); c >= 0 {
+			enqueued[rank] = cfg.Steps*len(ops) + c
+		}
+		if cfg.Scenario == MoEGPUError && culprit[rank] {
+			// the GPU fails at the start of microbatch 1's forward
+			frozen[rank] = cfg.Steps*len(ops) + findOp(ops, func(o moeOp) bool { return o.fwd && o.mb == 1 })
+		}
+		out[rank] = d
+	}
+	members := map[string][]int{}
+	for _, g := range groups {
+		members[g.name] = g.ranks
+	}
+	blockedAt(out, members, clocks, enqueued, func(rank, i int) bool {
+		ops := progs[rank/(moeTP*moeDP)]
+		return ops[i%len(ops)].sync()
+	})
+	for rank, d := range out {
+		d.Entries = d.Entries[:enqueued[rank]]
+		var newest int64
+		for _, e := range d.Entries {
+			newest = max(newest, e.TimeCreatedNs)
+			if !e.IsP2P {
+				st := d.PGStatus[e.PGName]
+				st.LastEnqueued = e.CollectiveSeqID
+				d.PGStatus[e.PGName] = st
+			}
 		}
 		switch cfg.Scenario {
 		case MoEGPUError, MoEGILHang:
@@ -405,9 +465,8 @@ func MegatronMoE(cfg MoEConfig) []*frdump.Dump {
 		default:
 			d.DumpedAtNs = newest + 1_000_000 + int64(next()%50_000_000)
 		}
-		out[rank] = d
 	}
-	realize(out, groups, cfg.OnlyActive)
+	realize(out, members, groups, clocks, frozen, cfg.OnlyActive)
 	return out
 }
 

@@ -14,11 +14,10 @@ import (
 //     not in): the entries' pg_id and pg_status' keys are those ids, not
 //     pg_config's names; the same id names different groups on different
 //     ranks.
-//   - pg_status' last_completed_collective: an operation completes once
-//     every member enqueued it (a send once its receive is enqueued) and
-//     every operation this rank enqueued before it completed (its GPU runs
-//     them in order).
-//   - With onlyActive, the entries are the operations not completed.
+//   - pg_status' last_completed_collective and, with onlyActive, which
+//     entries are written: what the rank's watchdog saw complete before it
+//     dumped (megatron_completed.go).
+//   - With onlyActive, the entries are the operations not seen completed.
 
 // localIDs returns rank's id of each of its groups: their order of creation,
 // with a gap after the first two.
@@ -39,53 +38,24 @@ func localIDs(rank int, groups []moeGroup) map[string]int64 {
 	return out
 }
 
-func realize(dumps []*frdump.Dump, groups []moeGroup, onlyActive bool) {
-	members := map[string][]int{}
-	for _, g := range groups {
-		members[g.name] = g.ranks
-	}
-	// finalSeq: the newest collective each rank enqueued per group;
-	// p2pCount: its point-to-point operations per group.
-	finalSeq := make([]map[string]int64, len(dumps))
-	p2pCount := make([]map[string]int, len(dumps))
-	for r, d := range dumps {
-		finalSeq[r], p2pCount[r] = map[string]int64{}, map[string]int{}
-		for _, e := range d.Entries {
-			if e.IsP2P {
-				p2pCount[r][e.PGName]++
-			} else {
-				finalSeq[r][e.PGName] = max(finalSeq[r][e.PGName], e.CollectiveSeqID)
-			}
-		}
-	}
+// realize gives the dumps what real ones hold beyond the program: each
+// rank's own group ids, pg_status' last completed, and with onlyActive only
+// the operations in flight. clocks are the ranks' clock offsets (to compare
+// enqueue and dump times across nodes); frozen the index of the entry from
+// which a rank's watchdog sees nothing complete (a failed GPU), -1 none.
+func realize(dumps []*frdump.Dump, members map[string][]int, groups []moeGroup, clocks []int64, frozen []int, onlyActive bool) {
+	done := completions(dumps, members, clocks)
 	for r, d := range dumps {
 		ids := localIDs(r, groups)
 		completed := map[string]int64{}
-		blocked := false
-		nth := map[string]int{}
 		kept := d.Entries[:0]
-		for _, e := range d.Entries {
-			done := !blocked
-			if e.IsP2P {
-				nth[e.PGName]++
-				for _, m := range members[e.PGName] {
-					if m != r && p2pCount[m][e.PGName] < nth[e.PGName] {
-						done = false
-					}
-				}
-			} else {
-				for _, m := range members[e.PGName] {
-					if finalSeq[m][e.PGName] < e.CollectiveSeqID {
-						done = false
-					}
-				}
-			}
-			blocked = !done
-			if done && !e.IsP2P {
-				completed[e.PGName] = e.CollectiveSeqID
+		for i, e := range d.Entries {
+			seen := done[r][i] > 0 && done[r][i] <= d.DumpedAtNs-clocks[r] && (frozen[r] < 0 || i < frozen[r])
+			if seen && !e.IsP2P {
+				completed[e.PGName] = max(completed[e.PGName], e.CollectiveSeqID)
 			}
 			e.PGID = ids[e.PGName]
-			if !done || !onlyActive {
+			if !seen || !onlyActive {
 				kept = append(kept, e)
 			}
 		}
