@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -132,54 +131,6 @@ func (o JobOptions) withDefaults() JobOptions {
 		o.MaxRanks = DefaultMaxRanks
 	}
 	return o
-}
-
-// rankHistory is what a Job remembers of one rank: its recent unflagged
-// compute times (float32 nanoseconds: 7 significant digits are plenty for
-// a median), the group it was inferred into and whether its first times
-// were stable. 68 bytes.
-type rankHistory struct {
-	ring   [baselineWindow]float32
-	n      uint8 // values in ring
-	next   uint8
-	seen   bool
-	stable bool
-	group  int32 // inferred group; -1: not placed
-}
-
-func (h *rankHistory) push(ns int64) {
-	h.ring[h.next] = float32(ns)
-	h.next = (h.next + 1) % baselineWindow
-	h.n = min(h.n+1, baselineWindow)
-}
-
-// baseline is the median of the remembered times (0 with none).
-func (h *rankHistory) baseline() float64 {
-	var v [baselineWindow]float32
-	n := int(h.n)
-	copy(v[:], h.ring[:n])
-	slices.Sort(v[:n])
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return float64(v[n/2])
-	}
-	return (float64(v[n/2-1]) + float64(v[n/2])) / 2
-}
-
-// spread is the median absolute deviation of the remembered times over
-// their median (+Inf without times or with a zero median).
-func (h *rankHistory) spread() float64 {
-	b := h.baseline()
-	if b <= 0 {
-		return math.Inf(1)
-	}
-	var dev rankHistory
-	for _, x := range h.ring[:h.n] {
-		dev.push(int64(math.Abs(float64(x) - b)))
-	}
-	return dev.baseline() / b
 }
 
 // JobVerdict is a job-level slowdown: more than MaxSlowShare of a group
@@ -456,74 +407,6 @@ func (j *Job) historyAt(i int32) *rankHistory {
 	return &j.ranks[i]
 }
 
-// inferGroups clusters the ranks' levels (their baselines after Warmup
-// steps): sorted, split where neighbours differ by more than StageGap and
-// both are stable. Ranks without a baseline yet are placed later.
-func (j *Job) inferGroups() {
-	type level struct {
-		rank   int
-		level  float64
-		stable bool
-	}
-	var levels []level
-	for r := range j.ranks {
-		h := &j.ranks[r]
-		if !h.seen || int(h.n) < j.opts.Warmup {
-			continue
-		}
-		if b := h.baseline(); b > 0 {
-			h.stable = h.spread() <= stableSpread
-			levels = append(levels, level{rank: r, level: b, stable: h.stable})
-		}
-	}
-	slices.SortFunc(levels, func(a, b level) int { return cmp.Compare(a.level, b.level) })
-	j.levels = []float64{}
-	sum, count := 0.0, 0
-	for i, l := range levels {
-		if i > 0 && l.level > levels[i-1].level*(1+j.opts.StageGap) && l.stable && levels[i-1].stable {
-			j.levels = append(j.levels, sum/float64(count))
-			sum, count = 0, 0
-		}
-		j.ranks[l.rank].group = int32(len(j.levels))
-		sum += l.level
-		count++
-	}
-	if count > 0 {
-		j.levels = append(j.levels, sum/float64(count))
-	}
-	j.names = make([]string, len(j.levels))
-	for g := range j.names {
-		j.names[g] = inferredPrefix + strconv.Itoa(g)
-	}
-}
-
-// inferredName returns the inferred group of a sample's rank, placing a
-// rank first seen after inference by the level nearest its baseline once
-// it has one.
-func (j *Job) inferredName(hi int32, own float64, compute time.Duration, pace float64) string {
-	h := j.historyAt(hi)
-	if h == nil || len(j.levels) == 0 {
-		return newcomerGroup
-	}
-	if h.group < 0 {
-		if int(h.n) < j.opts.Warmup {
-			return newcomerGroup
-		}
-		b := h.baseline()
-		best, bestDist := int32(-1), math.Inf(1)
-		for g, l := range j.levels {
-			if d := math.Abs(math.Log(b / l)); d < bestDist {
-				best, bestDist = int32(g), d
-			}
-		}
-		if best < 0 {
-			return newcomerGroup
-		}
-		h.group = best
-	}
-	return j.names[h.group]
-}
-
 // indexGroups numbers the samples' groups in order of first appearance (as
 // DecideStep does, so the numbers index StepDecision.Groups) and computes
 // each group's size and the lower median of its members' own ratios: the
@@ -570,75 +453,6 @@ func (j *Job) indexGroups(work []RankSample) {
 			j.peer[g] = float64(selectKth(j.scaled, (len(j.scaled)-1)/2)) / ratioScale
 		}
 	}
-}
-
-// peerCalm reports whether the level of sample i's peers did not move: the
-// lower median of its group's own ratios stays under MinExcess. A group
-// smaller than MinGroupSize is compared with the other groups instead,
-// each normalised by its own level: that is the job's pace, 1 by
-// construction, so its ranks are judged by their own ratios alone (two
-// ranks of a small group slowing together while the job keeps its pace
-// are two stragglers, not a new level).
-// A rank is also judged against its own history: SelfExcess (50 %) over
-// its own baseline while its group's level did not move. By chance a rank
-// with per-step noise (sequence lengths, lognormal sigma 0.15) passes that
-// about once in 200 steps, three times in five steps once in 10^5 windows:
-// nothing in a group of ten, but about two ranks per run across 16,384. So
-// in a group of more than selfHistoryGroup ranks the own-history test asks
-// for twice the rank's level (selfExcessLargeGroup), which is no noise;
-// there the peers are the better reference anyway.
-const (
-	selfHistoryGroup     = 64
-	selfExcessLargeGroup = 1.0
-)
-
-// selfExcess is the excess over its own baseline that flags rank i.
-func (j *Job) selfExcess(i int) float64 {
-	if int(j.groupSize[j.group[i]]) <= selfHistoryGroup {
-		return j.opts.SelfExcess
-	}
-	return max(j.opts.SelfExcess, selfExcessLargeGroup)
-}
-
-func (j *Job) peerCalm(i int, pace float64) bool {
-	if pace <= 0 {
-		return false
-	}
-	if int(j.groupSize[j.group[i]]) < j.opts.Detect.MinGroupSize {
-		return true
-	}
-	p := j.peer[j.group[i]]
-	return p < 0 || p < 1+j.opts.Detect.MinExcess
-}
-
-// selfFlag is the flag of a rank slow against its own history.
-func (j *Job) selfFlag(s *RankSample, d *StepDecision, i int, own float64) *Flag {
-	st := &d.Groups[j.group[i]]
-	f := Flag{Rank: s.Rank, Group: s.Group, Kind: KindCompute, Link: s.Link, Score: d.Ranks[i].Score,
-		Compute: time.Duration(nonNegative(s.Compute)), GroupMedianCompute: st.Median, ComputeRatio: own,
-		Wait: time.Duration(nonNegative(s.CollectiveWait)), GroupMedianWait: st.MedianWait}
-	f.WaitRatio = ratio(float64(f.Wait), float64(st.MedianWait))
-	return &f
-}
-
-// flagOf returns rank's flag in flags (nil when none).
-func flagOf(flags []Flag, rank int) *Flag {
-	for k := range flags {
-		if flags[k].Rank == rank {
-			f := flags[k]
-			return &f
-		}
-	}
-	return nil
-}
-
-func anyHardwareTrouble(samples []RankSample) bool {
-	for i := range samples {
-		if samples[i].HardwareTrouble {
-			return true
-		}
-	}
-	return false
 }
 
 // capShare takes the compute flags of a share group with more than
