@@ -7,15 +7,18 @@ import (
 
 // rankHistory is what a Job remembers of one rank: its recent unflagged
 // compute times (float32 nanoseconds: 7 significant digits are plenty for
-// a median), the group it was inferred into and whether its first times
-// were stable. 68 bytes.
+// a median), the group it was inferred into and, for a noisy rank among
+// stable ones, how noisy its first times were. 68 bytes.
 type rankHistory struct {
-	ring   [baselineWindow]float32
-	n      uint8 // values in ring
-	next   uint8
-	seen   bool
-	stable bool
-	group  int32 // inferred group; -1: not placed
+	ring [baselineWindow]float32
+	n    uint8 // values in ring
+	next uint8
+	seen bool
+	// warmNoise: the spread of the first times in percent (capped at 255)
+	// of a rank that was not stable when the groups were inferred while
+	// others were; 0 otherwise (noiseExcess).
+	warmNoise uint8
+	group     int32 // inferred group; -1: not placed
 }
 
 func (h *rankHistory) push(ns int64) {

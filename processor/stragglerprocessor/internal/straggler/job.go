@@ -21,6 +21,12 @@ const (
 	// baselineWindow is how many of a rank's recent unflagged compute times
 	// its own baseline (their median) is made of; Warmup may not exceed it.
 	baselineWindow = 15
+	// stageSpread: the inferred groups look like a pipeline's stages (or
+	// tensor groups) when each one's stable ranks' levels deviate from
+	// their median by at most this fraction (median absolute deviation):
+	// a stage's ranks do the same work. The slow half of a half-slow job,
+	// 3-4x spread rank by rank, deviates by 7%.
+	stageSpread = 0.04
 	// stableSpread: a rank whose first Warmup compute times deviate from
 	// their median by at most this fraction (median absolute deviation) has
 	// a stable level, so a gap next to it may separate inferred groups.
@@ -186,21 +192,26 @@ type JobDecision struct {
 // safe for concurrent use and never panics or returns a NaN. Its memory:
 // 68 bytes per rank in [0, MaxRanks) seen, plus Persistence's bound.
 type Job struct {
-	opts    JobOptions
-	p       *Persistence
-	steps   int // steps decided
-	ranks   []rankHistory
-	levels  []float64 // inferred groups' levels (nil until inferred)
-	names   []string  // inferred groups' names
-	window  []jobStep // job-level window, ascending, at most N
-	verdict *JobVerdict
+	opts   JobOptions
+	p      *Persistence
+	steps  int // steps decided
+	ranks  []rankHistory
+	levels []float64 // inferred groups' levels (nil until inferred)
+	names  []string  // inferred groups' names
+	// stageLike: the inferred groups look like stages (inferGroups); if
+	// not, an unlabelled rank no slower than the job's median is no
+	// straggler.
+	stageLike bool
+	window    []jobStep // job-level window, ascending, at most N
+	verdict   *JobVerdict
 	// resolvedVerdict is the job verdict that resolved on the last step.
 	resolvedVerdict *JobVerdict
 
 	// Per-step scratch, reused.
 	work      []RankSample
 	hist      []int32   // sample -> rank history index, -1: none
-	own       []float64 // sample -> compute over own baseline, -1: unknown
+	own       []float64 // sample -> compute over own baseline after the pace, -1: unknown
+	raw       []float64 // sample -> compute over own baseline, -1: unknown
 	group     []int32   // sample -> group index
 	final     []Flag
 	hot       []int
@@ -214,6 +225,12 @@ type Job struct {
 	starts    []int32
 	order     []int32
 	fill      []int32
+	// judgeSingles: this step, a rank alone on its inferred level is
+	// judged against the job (singlesJudgedByJob): against singleRef, the
+	// slowest stage's median, by singleScale, the typical relative spread
+	// within the groups.
+	judgeSingles           bool
+	singleRef, singleScale float64
 }
 
 // NewJob returns the empty state of one job.
@@ -247,44 +264,39 @@ func (j *Job) Decide(step int64, samples []RankSample, startUnixNano int64) JobD
 	}
 	warming := inferred && j.levels == nil
 
-	// Each rank's compute over its own baseline, and the job's pace: the
-	// median of those ratios (a checkpoint slows every rank alike).
+	// Each rank's compute over its own baseline (raw), and over that the
+	// job's pace (own): the median of the other ranks' raw ratios (a
+	// checkpoint slows every rank alike; leaving the rank out keeps one slow
+	// rank of a tiny job from setting the pace it is judged by: issue 30).
 	j.hist = resize(j.hist, n)
 	j.own = resize(j.own, n)
+	j.raw = resize(j.raw, n)
 	j.scaled = j.scaled[:0]
 	for i := range samples {
 		j.hist[i] = j.historyOf(samples[i].Rank)
-		j.own[i] = -1
+		j.own[i], j.raw[i] = -1, -1
 		if h := j.historyAt(j.hist[i]); h != nil && int(h.n) >= o.Warmup {
 			if b := h.baseline(); b > 0 {
-				j.own[i] = float64(nonNegative(samples[i].Compute)) / b
-				j.scaled = append(j.scaled, saturate(j.own[i]*ratioScale))
+				j.raw[i] = float64(nonNegative(samples[i].Compute)) / b
+				j.scaled = append(j.scaled, saturate(j.raw[i]*ratioScale))
 			}
 		}
 	}
-	pace := median(j.scaled) / ratioScale
-	for i := range j.own {
-		if j.own[i] >= 0 {
-			if pace > 0 {
-				j.own[i] /= pace
-			} else {
-				j.own[i] = -1
-			}
-		}
-	}
+	pace := j.normalise()
 
 	work := samples
 	if inferred && !warming {
 		j.work = resize(j.work, n)
 		copy(j.work, samples)
 		for i := range j.work {
-			j.work[i].Group = j.inferredName(j.hist[i], j.own[i], samples[i].Compute, pace)
+			j.work[i].Group = j.inferredName(j.hist[i])
 		}
 		work = j.work
 	}
 	d := DecideStep(work, o.Detect)
 	d.StartUnixNano = startUnixNano
 	j.indexGroups(work)
+	j.judgeSingles = inferred && !warming && j.singlesJudgedByJob(&d)
 
 	// A rank with hardware trouble is judged against the whole job too:
 	// its level may be its own inferred group's.
@@ -311,15 +323,29 @@ func (j *Job) Decide(step int64, samples []RankSample, startUnixNano int64) JobD
 		switch {
 		case warming:
 			f = nil
-		case f != nil && f.Kind == KindCompute && inferred && !hw && own < 1+o.Detect.MinExcess:
+		case f != nil && f.Kind == KindCompute && inferred && !hw && own < 1+j.noiseExcess(i, o.Detect.MinExcess):
 			// Slow against its inferred group but not against its own
-			// level since the job's first steps: a stage, not a fault.
+			// level since the job's first steps (or not beyond its own
+			// noise): a stage, not a fault.
 			f = nil
 		case f == nil && hw && jobWide.Ranks != nil && jobWide.Ranks[i].Flagged && jobWide.Ranks[i].Kind == KindCompute:
 			f = flagOf(jobWide.Flags, samples[i].Rank)
 		}
-		if f == nil && !warming && own >= 1+j.selfExcess(i) && j.peerCalm(i, pace) {
+		if f == nil && !warming {
+			// A rank alone on its level is judged against the job, the
+			// slower of a pair against its peer.
+			f = j.smallGroupFlag(work, &d, i)
+		}
+		if f == nil && !warming && own >= 1+j.selfExcess(i) && j.peerCalm(i, pace) && j.slowerThanGroup(&d, i, samples[i].Compute) &&
+			own >= 1+j.noiseExcess(i, j.selfExcess(i)) {
 			f = j.selfFlag(&work[i], &d, i, own)
+		}
+		if f != nil && f.Kind == KindCompute && inferred && !hw && !j.stageLike && nonNegative(samples[i].Compute) <= int64(d.Summary.Median) {
+			// Inferred groups that do not look like stages (unequal sizes,
+			// spread levels: a heterogeneous job) are a guess: a rank no
+			// slower than the job's median holds no one up (issue 30: the
+			// fast half of a half-slow job spiking over its own level).
+			f = nil
 		}
 		res.Flagged, res.Kind = f != nil, KindNone
 		if f != nil {
@@ -451,86 +477,6 @@ func (j *Job) indexGroups(work []RankSample) {
 		j.peer[g] = -1
 		if len(j.scaled) >= 2 {
 			j.peer[g] = float64(selectKth(j.scaled, (len(j.scaled)-1)/2)) / ratioScale
-		}
-	}
-}
-
-// capShare takes the compute flags of a share group with more than
-// MaxSlowShare (and at least two) of its ranks slow out of j.final and
-// d.Ranks. The share group is a labelled group of at least MinGroupSize
-// ranks, else the whole job. It returns whether that happened and the
-// largest share of two or more slow ranks.
-func (j *Job) capShare(d *StepDecision, labelled bool) (exceeded bool, share float64) {
-	o := j.opts
-	n := len(d.Ranks)
-	j.absorbed = resize(j.absorbed, n)
-	clear(j.absorbed)
-	jobKey := len(j.groupSize) // the job's own share group
-	j.shareCnt = resize(j.shareCnt, jobKey+1)
-	clear(j.shareCnt)
-	shareGroup := func(i int) int {
-		if g := int(j.group[i]); labelled && j.groupSize[g] >= o.Detect.MinGroupSize {
-			return g
-		}
-		return jobKey
-	}
-	size := func(sg int) int {
-		if sg == jobKey {
-			return n
-		}
-		return j.groupSize[sg]
-	}
-	for i := range d.Ranks {
-		if d.Ranks[i].Flagged && d.Ranks[i].Kind == KindCompute {
-			j.shareCnt[shareGroup(i)]++
-		}
-	}
-	for sg, c := range j.shareCnt {
-		if c < 2 || size(sg) == 0 {
-			continue
-		}
-		s := float64(c) / float64(size(sg))
-		share = max(share, s)
-		if s > o.MaxSlowShare {
-			exceeded = true
-		}
-	}
-	if !exceeded {
-		return false, share
-	}
-	kept := j.final[:0]
-	next := 0
-	for i := range d.Ranks {
-		if !d.Ranks[i].Flagged {
-			continue
-		}
-		f := j.final[next]
-		next++
-		sg := shareGroup(i)
-		if f.Kind == KindCompute && float64(j.shareCnt[sg])/float64(size(sg)) > o.MaxSlowShare && j.shareCnt[sg] >= 2 {
-			d.Ranks[i].Flagged, d.Ranks[i].Kind = false, KindNone
-			j.absorbed[i] = true
-			continue
-		}
-		kept = append(kept, f)
-	}
-	j.final = kept
-	return true, share
-}
-
-// recount sets the groups' flag counts from the final flags.
-func recount(d *StepDecision, group []int32) {
-	for g := range d.Groups {
-		d.Groups[g].ComputeFlagged, d.Groups[g].LinkFlagged = 0, 0
-	}
-	for i := range d.Ranks {
-		if !d.Ranks[i].Flagged || int(group[i]) >= len(d.Groups) {
-			continue
-		}
-		if d.Ranks[i].Kind == KindLink {
-			d.Groups[group[i]].LinkFlagged++
-		} else {
-			d.Groups[group[i]].ComputeFlagged++
 		}
 	}
 }
