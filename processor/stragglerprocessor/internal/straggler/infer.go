@@ -135,8 +135,11 @@ func (j *Job) nearestLevel(b float64) int32 {
 }
 
 // inferredName returns the inferred group of a sample's rank, placing a
-// rank first seen after inference by the level nearest its baseline once
-// it has one.
+// rank first seen after inference (or missing from a warm-up step) by the
+// level nearest its baseline once it has one; a baseline further than
+// StageGap from every level is a level of its own, as it would have been
+// at inference (a rank slow from the first step whose span missed a
+// warm-up step must not join the slowest stage).
 func (j *Job) inferredName(hi int32) string {
 	h := j.historyAt(hi)
 	if h == nil || len(j.levels) == 0 {
@@ -146,9 +149,15 @@ func (j *Job) inferredName(hi int32) string {
 		if int(h.n) < j.opts.Warmup {
 			return newcomerGroup
 		}
-		best := j.nearestLevel(h.baseline())
+		b := h.baseline()
+		best := j.nearestLevel(b)
 		if best < 0 {
 			return newcomerGroup
+		}
+		if l := j.levels[best]; b > l*(1+j.opts.StageGap) || l > b*(1+j.opts.StageGap) {
+			best = int32(len(j.levels))
+			j.levels = append(j.levels, b)
+			j.names = append(j.names, inferredPrefix+strconv.Itoa(int(best)))
 		}
 		h.group = best
 	}

@@ -48,6 +48,25 @@ func TestSlowFromStartWithoutLabels(t *testing.T) {
 	}
 }
 
+// A rank slow from the first step whose spans missed the warm-up (it is
+// placed after the groups were inferred) gets a level of its own, as it
+// would have at inference, and opens; it does not join the slowest stage.
+func TestSlowFromStartPlacedLate(t *testing.T) {
+	rng := scenarioRNG(t, 65)
+	r := runJob(40, func(i int) []RankSample {
+		s := stages(rng, []float64{1.0, 1.2, 1.45, 1.75}, 16, 400*ms, 0.02, false)
+		s[5].Compute = time.Duration(float64(s[5].Compute) * 2.3)
+		if i < 3 {
+			s = slices.Delete(s, 5, 6) // its first spans were late
+		}
+		return s
+	}, JobOptions{})
+	opened := r.opened()
+	if len(opened) != 1 || opened[0].Rank != 5 {
+		t.Errorf("opened%s; want rank 5", describe(r.trs))
+	}
+}
+
 // Labelled stages of two ranks: a rank 2x its only peer from the first
 // step opens (the pair is compared); its steady peer does not.
 func TestTwoRankStageSlowFromStart(t *testing.T) {
