@@ -96,6 +96,11 @@ func TestIssue30ScenariosAtScale(t *testing.T) {
 	names := map[string]bool{}
 	for _, sc := range selected {
 		names[sc.Name] = true
+		want := 1024
+		if sc.Name == "two_rank_job" {
+			want = 2 // keep_size
+		}
+		assert.Equal(t, want, sc.Ranks(), sc.Name)
 	}
 	for _, name := range []string{"slow_from_start_no_labels", "pipeline_stages_no_labels", "two_rank_stage_slow_from_start",
 		"two_rank_job", "noisy_rank_at_stage_boundary", "half_slow_fast_spikes"} {

@@ -71,6 +71,9 @@ type Scenario struct {
 	// for the flight recorder (issue 22): node n's ranks dump below that
 	// job's node n's dump directory, which one agent reads.
 	ShareNodesWith string `yaml:"share_nodes_with"`
+	// KeepSize: the job keeps its own size when a run sets Options.Ranks
+	// (issue 30: a two-rank job stays a two-rank job at -ranks 1024).
+	KeepSize bool `yaml:"keep_size"`
 }
 
 // Overlap modes of the phase contract (scenarios.yaml: overlap).
