@@ -696,8 +696,10 @@ func TestPipelineStagesAreComparedWithinTheirGroup(t *testing.T) {
 	// Without stages (issue 20) the groups are inferred from the data:
 	// nothing is flagged while they are (the first warmup_steps steps), and
 	// a level stable since the job's first steps is a stage, not a fault:
-	// neither the slower stage nor rank 8, slow from the first step, opens.
-	// (Before, the slower stage itself was opened.)
+	// the slower stage does not open. Rank 8, slow from the first step, is
+	// alone on its level while the two stages hold several ranks each: it
+	// is judged against the job's slowest stage (2.3x) and opens (issue 30;
+	// before, nothing opened, and before issue 20 the slower stage did).
 	flat := run(false)
 	assert.Empty(t, flat.verdictSpans(t), "unlabelled: nothing flagged while inferring the groups")
 	flat = newHarness(t, defaultConfig())
@@ -706,7 +708,13 @@ func TestPipelineStagesAreComparedWithinTheirGroup(t *testing.T) {
 			flat.send(t, rank{job: "pp", step: step, rank: r, worldSize: 9, ppStage: -1, start: t0, duration: 5 * time.Second, compute: compute(r)})
 		}
 	}
-	assert.Empty(t, flat.verdictSpans(t), "unlabelled, 30 steps: stable levels are stages")
+	fv := flat.verdicts(t)
+	for step := range fv {
+		for r := range fv[step] {
+			assert.Equal(t, int64(8), r, "unlabelled, step %d: only rank 8 is judged slow", step)
+		}
+	}
+	assert.Equal(t, "straggler.compute", verdict(fv, 29, 8), "unlabelled, 30 steps: rank 8 opened")
 }
 
 func TestNonStepSpansPassAtOnce(t *testing.T) {

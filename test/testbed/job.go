@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -183,6 +184,12 @@ func (j *job) simulateStep(step int) []rankStep {
 			}
 			if sc.Noise.SeqLenSigma > 0 {
 				factor *= math.Exp(j.rng.NormFloat64() * sc.Noise.SeqLenSigma)
+			}
+			if slices.Contains(sc.Noise.NoisyRanks, r.rank) {
+				factor *= math.Exp(j.rng.NormFloat64() * sc.Noise.NoisySigma)
+			}
+			if n := sc.Noise; step >= n.SpikeAtStep && step < n.SpikeAtStep+n.SpikeSteps && slices.Contains(n.SpikeRanks, r.rank) {
+				factor *= n.SpikeFactor
 			}
 			if checkpoint {
 				factor *= sc.Noise.CheckpointFactor

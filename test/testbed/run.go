@@ -380,7 +380,7 @@ func selectScenarios(all []Scenario, opts Options) ([]Scenario, error) {
 		if opts.lightInputs() && !sc.lightOnly() {
 			continue
 		}
-		if opts.Ranks > 0 {
+		if opts.Ranks > 0 && !sc.KeepSize {
 			if opts.Ranks%sc.GPUsPerNode != 0 {
 				return nil, fmt.Errorf("testbed: ranks %d is not a multiple of %d GPUs per node", opts.Ranks, sc.GPUsPerNode)
 			}

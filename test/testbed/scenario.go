@@ -83,6 +83,9 @@ type Scenario struct {
 	// Warnings are the straggler processor's job warnings the run must log
 	// naming this job, by kind (WarningKinds); a kind not listed: none.
 	Warnings map[string]int `yaml:"warnings"`
+	// KeepSize: the job keeps its own size when a run sets Options.Ranks
+	// (issue 30: a two-rank job stays a two-rank job at -ranks 1024).
+	KeepSize bool `yaml:"keep_size"`
 }
 
 // Overlap modes of the phase contract (scenarios.yaml: overlap).
@@ -120,6 +123,18 @@ type Noise struct {
 	// whole run.
 	SlowShare  float64   `yaml:"slow_share"`
 	SlowFactor []float64 `yaml:"slow_factor"`
+
+	// Issue 30 (scenarios.yaml's header explains each).
+	// NoisyRanks compute x lognormal(0, NoisySigma) every step, on top of
+	// the jitter every rank has.
+	NoisyRanks []int   `yaml:"noisy_ranks"`
+	NoisySigma float64 `yaml:"noisy_sigma"`
+	// SpikeRanks compute SpikeFactor slower for SpikeSteps steps from
+	// SpikeAtStep, then return to their level.
+	SpikeRanks  []int   `yaml:"spike_ranks"`
+	SpikeAtStep int     `yaml:"spike_at_step"`
+	SpikeSteps  int     `yaml:"spike_steps"`
+	SpikeFactor float64 `yaml:"spike_factor"`
 }
 
 // Expectation names a fault type and the entity it must (expect) or may
@@ -268,6 +283,25 @@ func (s *Scenario) validateShape() error {
 		return errors.New("noise.slow_share: outside [0, 1]")
 	case n.SlowShare > 0 && (len(n.SlowFactor) != 2 || n.SlowFactor[0] <= 0 || n.SlowFactor[1] < n.SlowFactor[0]):
 		return errors.New("noise.slow_factor: want [min, max], 0 < min <= max")
+	case len(n.NoisyRanks) > 0 && !(n.NoisySigma > 0 && n.NoisySigma <= 1):
+		return fmt.Errorf("noise.noisy_sigma: %v must be in (0, 1] with noisy_ranks", n.NoisySigma)
+	case len(n.NoisyRanks) == 0 && n.NoisySigma != 0:
+		return errors.New("noise.noisy_sigma: needs noisy_ranks")
+	case len(n.SpikeRanks) > 0 && (n.SpikeAtStep < 0 || n.SpikeSteps <= 0 || n.SpikeAtStep+n.SpikeSteps > s.Steps || !(n.SpikeFactor > 0)):
+		return fmt.Errorf("noise.spike_*: steps [%d, %d) must lie within the run's %d steps and spike_factor %v be positive",
+			n.SpikeAtStep, n.SpikeAtStep+n.SpikeSteps, s.Steps, n.SpikeFactor)
+	case len(n.SpikeRanks) == 0 && (n.SpikeSteps != 0 || n.SpikeFactor != 0 || n.SpikeAtStep != 0):
+		return errors.New("noise.spike_*: needs spike_ranks")
+	}
+	for _, rs := range []struct {
+		key   string
+		ranks []int
+	}{{"noise.noisy_ranks", n.NoisyRanks}, {"noise.spike_ranks", n.SpikeRanks}} {
+		for _, r := range rs.ranks {
+			if r < 0 || r >= s.Ranks() {
+				return fmt.Errorf("%s: rank %d is outside the job's %d ranks", rs.key, r, s.Ranks())
+			}
+		}
 	}
 	for kind, n := range s.Warnings {
 		if _, ok := WarningKinds[kind]; !ok {

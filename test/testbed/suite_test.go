@@ -26,7 +26,7 @@ func TestSuite64Ranks(t *testing.T) {
 	rep.Write(&b)
 	t.Logf("seed %d (rerun: go run ./cmd/gpusim -seed %d)\n%s", rep.Seed, rep.Seed, b.String())
 
-	require.Len(t, rep.Scenarios, 25)
+	require.Len(t, rep.Scenarios, 31)
 	for _, s := range rep.Scenarios {
 		if s.HardNegative {
 			assert.Empty(t, s.Opened, "hard negative %s opened faults", s.Name)

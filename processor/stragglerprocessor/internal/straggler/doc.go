@@ -60,32 +60,67 @@
 //   - Groups without labels. When no rank carries a group (the pipeline
 //     stage is optional in the contract), the groups are inferred from the
 //     data: after Warmup (5) steps each rank's level is the median of its
-//     times; sorted, the levels are split where neighbours differ by more
-//     than StageGap (15%) and both are stable (deviating by at most 10%).
-//     Nothing is flagged before. A pipeline's stages legitimately differ
-//     (a last stage 1.6x, stages 1.0, 1.3, 1.6, 2.2): a rank slower than
-//     the job but at the level it has had since the job's first steps is a
-//     stage, or another GPU type, not a fault. So a compute flag of an
-//     unlabelled job also needs the rank at least MinExcess (25%) above its
-//     own baseline, unless its span reports hardware trouble (XIDs,
-//     throttling, ECC double-bit or NVLink CRC errors), in which case it
-//     is judged against the whole job as well. The cost: a rank slow from
-//     the job's first step, without labels and without hardware signals,
-//     is never called a straggler.
+//     times. The stable ranks (first times deviating by at most 10%) draw
+//     the groups: sorted, their levels are split where neighbours differ by
+//     more than StageGap (15%); every noisy rank joins the group whose
+//     level is nearest its own, so one noisy rank at a stage boundary can
+//     no longer merge two stages (issue 30). Nothing is flagged before. A
+//     pipeline's stages legitimately differ (a last stage 1.6x, stages
+//     1.0, 1.3, 1.6, 2.2): a rank slower than the job but at the level it
+//     has had since the job's first steps is a stage, or another GPU type,
+//     not a fault. So a compute flag of an unlabelled job also needs the
+//     rank at least MinExcess (25%), and beyond its own noise (below),
+//     above its own baseline, unless its span reports hardware trouble
+//     (XIDs, throttling, ECC double-bit or NVLink CRC errors), in which
+//     case it is judged against the whole job as well.
+//   - A rank alone on its level. Stages and tensor groups come in equal
+//     sizes: while no more ranks are alone on an inferred level than there
+//     are levels holding several ranks, a level of one is no stage but a
+//     rank slow since the job's first steps. It is judged against the
+//     job's slowest stage (the slowest median of the groups of several
+//     ranks): MinExcess over it (and over its own noise) and ZThreshold
+//     robust deviations of the groups' typical spread flag it. A level of
+//     one between two stages' levels (a slow rank of a faster stage, or a
+//     fast one of a slower stage: it holds no one up) is not flagged; nor,
+//     as before, a rank that is slow from the first step and lands on a
+//     slower stage's level.
+//   - Stage-like or not. Inferred groups of several ranks that differ in
+//     size (beyond the ranks alone and a tenth) or whose stable ranks'
+//     levels spread by more than 4% (MAD; the slow half of a half-slow job,
+//     3-4x rank by rank, spreads 7%) are no stages but a heterogeneous job:
+//     there a rank no slower than the job's median is never a compute
+//     straggler, it holds no one up (the fast half of Alibaba job 4 spiking
+//     to 1.5-3.6x its own level opened two cordon-recommending faults
+//     before issue 30).
 //   - Own history. A rank's baseline is the median of its last 15
 //     unflagged times (a few faster or slower samples do not move it); the
-//     job's pace is the median over ranks of time over baseline (a
-//     checkpoint slows all alike). A rank SelfExcess (50%) above its
-//     baseline, after the pace, while the lower median of its group's
-//     ratios stayed under MinExcess (its peers did not move), is flagged:
-//     the one test that finds a rank slowed within a group that is half
-//     slow anyway. A group of MinGroupSize ranks or more slowing together
-//     moves its peers' level and is not flagged. A group of fewer than
-//     MinGroupSize ranks (two ranks have no majority) is compared with the
-//     other groups instead, each normalised by its own level (the job's
-//     pace): its ranks slowing together while the job keeps its pace are
-//     stragglers (Alibaba job 4's workers 5 and 6, an inferred group of
-//     two); a stage slower from the first step is its level, not a fault.
+//     job's pace is the median over the other ranks of time over baseline
+//     (a checkpoint slows all alike; leaving the rank out keeps one slow
+//     rank of a two-rank job from setting its own pace: the median of both
+//     made a 2x rank 1.33x), never above the median of all nor below
+//     min(that median, 1). A rank SelfExcess (50%) above its baseline,
+//     after the pace, while the lower median of its group's ratios stayed
+//     under MinExcess (its peers did not move) and above its group's
+//     median (a rank no slower than its group is no straggler, issue 30),
+//     is flagged: the one test that finds a rank slowed within a group
+//     that is half slow anyway. A group of MinGroupSize ranks or more
+//     slowing together moves its peers' level and is not flagged. A group
+//     of fewer than MinGroupSize ranks (two ranks have no majority) is
+//     compared with the other groups instead, each normalised by its own
+//     level (the job's pace): its ranks slowing together while the job
+//     keeps its pace are stragglers (Alibaba job 4's workers 5 and 6, an
+//     inferred group of two); a stage slower from the first step is its
+//     level, not a fault.
+//   - Own noise. Every test against a rank's own baseline asks for at
+//     least ZThreshold robust deviations of its remembered times (their
+//     MAD over their median; for a rank noisy among stable ones at
+//     inference, at least its first times' spread): a rank whose times
+//     swing 15-20% step to step is not flagged for its swings; a steady one
+//     (1-3%) needs the excess alone.
+//   - Pairs. In a group of two (labelled, or inferred), the slower rank is
+//     flagged when its compute is SelfExcess (and its own noise) over its
+//     peer's while the peer is steady (within MinExcess of its own
+//     baseline): a rank 2x its only peer from the first step is found.
 //   - Share. When more than MaxSlowShare (a third) of a group, and at least
 //     two ranks, are flagged for compute in one step, the step is a
 //     job-level slowdown (a bimodal or uniformly slowed job), not that many

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -22,6 +21,12 @@ const (
 	// baselineWindow is how many of a rank's recent unflagged compute times
 	// its own baseline (their median) is made of; Warmup may not exceed it.
 	baselineWindow = 15
+	// stageSpread: the inferred groups look like a pipeline's stages (or
+	// tensor groups) when each one's stable ranks' levels deviate from
+	// their median by at most this fraction (median absolute deviation):
+	// a stage's ranks do the same work. The slow half of a half-slow job,
+	// 3-4x spread rank by rank, deviates by 7%.
+	stageSpread = 0.04
 	// stableSpread: a rank whose first Warmup compute times deviate from
 	// their median by at most this fraction (median absolute deviation) has
 	// a stable level, so a gap next to it may separate inferred groups.
@@ -134,54 +139,6 @@ func (o JobOptions) withDefaults() JobOptions {
 	return o
 }
 
-// rankHistory is what a Job remembers of one rank: its recent unflagged
-// compute times (float32 nanoseconds: 7 significant digits are plenty for
-// a median), the group it was inferred into and whether its first times
-// were stable. 68 bytes.
-type rankHistory struct {
-	ring   [baselineWindow]float32
-	n      uint8 // values in ring
-	next   uint8
-	seen   bool
-	stable bool
-	group  int32 // inferred group; -1: not placed
-}
-
-func (h *rankHistory) push(ns int64) {
-	h.ring[h.next] = float32(ns)
-	h.next = (h.next + 1) % baselineWindow
-	h.n = min(h.n+1, baselineWindow)
-}
-
-// baseline is the median of the remembered times (0 with none).
-func (h *rankHistory) baseline() float64 {
-	var v [baselineWindow]float32
-	n := int(h.n)
-	copy(v[:], h.ring[:n])
-	slices.Sort(v[:n])
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return float64(v[n/2])
-	}
-	return (float64(v[n/2-1]) + float64(v[n/2])) / 2
-}
-
-// spread is the median absolute deviation of the remembered times over
-// their median (+Inf without times or with a zero median).
-func (h *rankHistory) spread() float64 {
-	b := h.baseline()
-	if b <= 0 {
-		return math.Inf(1)
-	}
-	var dev rankHistory
-	for _, x := range h.ring[:h.n] {
-		dev.push(int64(math.Abs(float64(x) - b)))
-	}
-	return dev.baseline() / b
-}
-
 // JobVerdict is a job-level slowdown: more than MaxSlowShare of a group
 // slow at once in K of N decided steps (a bimodal or uniformly slowed job,
 // not that many stragglers).
@@ -235,21 +192,26 @@ type JobDecision struct {
 // safe for concurrent use and never panics or returns a NaN. Its memory:
 // 68 bytes per rank in [0, MaxRanks) seen, plus Persistence's bound.
 type Job struct {
-	opts    JobOptions
-	p       *Persistence
-	steps   int // steps decided
-	ranks   []rankHistory
-	levels  []float64 // inferred groups' levels (nil until inferred)
-	names   []string  // inferred groups' names
-	window  []jobStep // job-level window, ascending, at most N
-	verdict *JobVerdict
+	opts   JobOptions
+	p      *Persistence
+	steps  int // steps decided
+	ranks  []rankHistory
+	levels []float64 // inferred groups' levels (nil until inferred)
+	names  []string  // inferred groups' names
+	// stageLike: the inferred groups look like stages (inferGroups); if
+	// not, an unlabelled rank no slower than the job's median is no
+	// straggler.
+	stageLike bool
+	window    []jobStep // job-level window, ascending, at most N
+	verdict   *JobVerdict
 	// resolvedVerdict is the job verdict that resolved on the last step.
 	resolvedVerdict *JobVerdict
 
 	// Per-step scratch, reused.
 	work      []RankSample
 	hist      []int32   // sample -> rank history index, -1: none
-	own       []float64 // sample -> compute over own baseline, -1: unknown
+	own       []float64 // sample -> compute over own baseline after the pace, -1: unknown
+	raw       []float64 // sample -> compute over own baseline, -1: unknown
 	group     []int32   // sample -> group index
 	final     []Flag
 	hot       []int
@@ -263,6 +225,12 @@ type Job struct {
 	starts    []int32
 	order     []int32
 	fill      []int32
+	// judgeSingles: this step, a rank alone on its inferred level is
+	// judged against the job (singlesJudgedByJob): against singleRef, the
+	// slowest stage's median, by singleScale, the typical relative spread
+	// within the groups.
+	judgeSingles           bool
+	singleRef, singleScale float64
 }
 
 // NewJob returns the empty state of one job.
@@ -296,44 +264,39 @@ func (j *Job) Decide(step int64, samples []RankSample, startUnixNano int64) JobD
 	}
 	warming := inferred && j.levels == nil
 
-	// Each rank's compute over its own baseline, and the job's pace: the
-	// median of those ratios (a checkpoint slows every rank alike).
+	// Each rank's compute over its own baseline (raw), and over that the
+	// job's pace (own): the median of the other ranks' raw ratios (a
+	// checkpoint slows every rank alike; leaving the rank out keeps one slow
+	// rank of a tiny job from setting the pace it is judged by: issue 30).
 	j.hist = resize(j.hist, n)
 	j.own = resize(j.own, n)
+	j.raw = resize(j.raw, n)
 	j.scaled = j.scaled[:0]
 	for i := range samples {
 		j.hist[i] = j.historyOf(samples[i].Rank)
-		j.own[i] = -1
+		j.own[i], j.raw[i] = -1, -1
 		if h := j.historyAt(j.hist[i]); h != nil && int(h.n) >= o.Warmup {
 			if b := h.baseline(); b > 0 {
-				j.own[i] = float64(nonNegative(samples[i].Compute)) / b
-				j.scaled = append(j.scaled, saturate(j.own[i]*ratioScale))
+				j.raw[i] = float64(nonNegative(samples[i].Compute)) / b
+				j.scaled = append(j.scaled, saturate(j.raw[i]*ratioScale))
 			}
 		}
 	}
-	pace := median(j.scaled) / ratioScale
-	for i := range j.own {
-		if j.own[i] >= 0 {
-			if pace > 0 {
-				j.own[i] /= pace
-			} else {
-				j.own[i] = -1
-			}
-		}
-	}
+	pace := j.normalise()
 
 	work := samples
 	if inferred && !warming {
 		j.work = resize(j.work, n)
 		copy(j.work, samples)
 		for i := range j.work {
-			j.work[i].Group = j.inferredName(j.hist[i], j.own[i], samples[i].Compute, pace)
+			j.work[i].Group = j.inferredName(j.hist[i])
 		}
 		work = j.work
 	}
 	d := DecideStep(work, o.Detect)
 	d.StartUnixNano = startUnixNano
 	j.indexGroups(work)
+	j.judgeSingles = inferred && !warming && j.singlesJudgedByJob(&d)
 
 	// A rank with hardware trouble is judged against the whole job too:
 	// its level may be its own inferred group's.
@@ -360,15 +323,29 @@ func (j *Job) Decide(step int64, samples []RankSample, startUnixNano int64) JobD
 		switch {
 		case warming:
 			f = nil
-		case f != nil && f.Kind == KindCompute && inferred && !hw && own < 1+o.Detect.MinExcess:
+		case f != nil && f.Kind == KindCompute && inferred && !hw && own < 1+j.noiseExcess(i, o.Detect.MinExcess):
 			// Slow against its inferred group but not against its own
-			// level since the job's first steps: a stage, not a fault.
+			// level since the job's first steps (or not beyond its own
+			// noise): a stage, not a fault.
 			f = nil
 		case f == nil && hw && jobWide.Ranks != nil && jobWide.Ranks[i].Flagged && jobWide.Ranks[i].Kind == KindCompute:
 			f = flagOf(jobWide.Flags, samples[i].Rank)
 		}
-		if f == nil && !warming && own >= 1+j.selfExcess(i) && j.peerCalm(i, pace) {
+		if f == nil && !warming {
+			// A rank alone on its level is judged against the job, the
+			// slower of a pair against its peer.
+			f = j.smallGroupFlag(work, &d, i)
+		}
+		if f == nil && !warming && own >= 1+j.selfExcess(i) && j.peerCalm(i, pace) && j.slowerThanGroup(&d, i, samples[i].Compute) &&
+			own >= 1+j.noiseExcess(i, j.selfExcess(i)) {
 			f = j.selfFlag(&work[i], &d, i, own)
+		}
+		if f != nil && f.Kind == KindCompute && inferred && !hw && !j.stageLike && nonNegative(samples[i].Compute) <= int64(d.Summary.Median) {
+			// Inferred groups that do not look like stages (unequal sizes,
+			// spread levels: a heterogeneous job) are a guess: a rank no
+			// slower than the job's median holds no one up (issue 30: the
+			// fast half of a half-slow job spiking over its own level).
+			f = nil
 		}
 		res.Flagged, res.Kind = f != nil, KindNone
 		if f != nil {
@@ -457,74 +434,6 @@ func (j *Job) historyAt(i int32) *rankHistory {
 	return &j.ranks[i]
 }
 
-// inferGroups clusters the ranks' levels (their baselines after Warmup
-// steps): sorted, split where neighbours differ by more than StageGap and
-// both are stable. Ranks without a baseline yet are placed later.
-func (j *Job) inferGroups() {
-	type level struct {
-		rank   int
-		level  float64
-		stable bool
-	}
-	var levels []level
-	for r := range j.ranks {
-		h := &j.ranks[r]
-		if !h.seen || int(h.n) < j.opts.Warmup {
-			continue
-		}
-		if b := h.baseline(); b > 0 {
-			h.stable = h.spread() <= stableSpread
-			levels = append(levels, level{rank: r, level: b, stable: h.stable})
-		}
-	}
-	slices.SortFunc(levels, func(a, b level) int { return cmp.Compare(a.level, b.level) })
-	j.levels = []float64{}
-	sum, count := 0.0, 0
-	for i, l := range levels {
-		if i > 0 && l.level > levels[i-1].level*(1+j.opts.StageGap) && l.stable && levels[i-1].stable {
-			j.levels = append(j.levels, sum/float64(count))
-			sum, count = 0, 0
-		}
-		j.ranks[l.rank].group = int32(len(j.levels))
-		sum += l.level
-		count++
-	}
-	if count > 0 {
-		j.levels = append(j.levels, sum/float64(count))
-	}
-	j.names = make([]string, len(j.levels))
-	for g := range j.names {
-		j.names[g] = inferredPrefix + strconv.Itoa(g)
-	}
-}
-
-// inferredName returns the inferred group of a sample's rank, placing a
-// rank first seen after inference by the level nearest its baseline once
-// it has one.
-func (j *Job) inferredName(hi int32, own float64, compute time.Duration, pace float64) string {
-	h := j.historyAt(hi)
-	if h == nil || len(j.levels) == 0 {
-		return newcomerGroup
-	}
-	if h.group < 0 {
-		if int(h.n) < j.opts.Warmup {
-			return newcomerGroup
-		}
-		b := h.baseline()
-		best, bestDist := int32(-1), math.Inf(1)
-		for g, l := range j.levels {
-			if d := math.Abs(math.Log(b / l)); d < bestDist {
-				best, bestDist = int32(g), d
-			}
-		}
-		if best < 0 {
-			return newcomerGroup
-		}
-		h.group = best
-	}
-	return j.names[h.group]
-}
-
 // indexGroups numbers the samples' groups in order of first appearance (as
 // DecideStep does, so the numbers index StepDecision.Groups) and computes
 // each group's size and the lower median of its members' own ratios: the
@@ -569,155 +478,6 @@ func (j *Job) indexGroups(work []RankSample) {
 		j.peer[g] = -1
 		if len(j.scaled) >= 2 {
 			j.peer[g] = float64(selectKth(j.scaled, (len(j.scaled)-1)/2)) / ratioScale
-		}
-	}
-}
-
-// peerCalm reports whether the level of sample i's peers did not move: the
-// lower median of its group's own ratios stays under MinExcess. A group
-// smaller than MinGroupSize is compared with the other groups instead,
-// each normalised by its own level: that is the job's pace, 1 by
-// construction, so its ranks are judged by their own ratios alone (two
-// ranks of a small group slowing together while the job keeps its pace
-// are two stragglers, not a new level).
-// A rank is also judged against its own history: SelfExcess (50 %) over
-// its own baseline while its group's level did not move. By chance a rank
-// with per-step noise (sequence lengths, lognormal sigma 0.15) passes that
-// about once in 200 steps, three times in five steps once in 10^5 windows:
-// nothing in a group of ten, but about two ranks per run across 16,384. So
-// in a group of more than selfHistoryGroup ranks the own-history test asks
-// for twice the rank's level (selfExcessLargeGroup), which is no noise;
-// there the peers are the better reference anyway.
-const (
-	selfHistoryGroup     = 64
-	selfExcessLargeGroup = 1.0
-)
-
-// selfExcess is the excess over its own baseline that flags rank i.
-func (j *Job) selfExcess(i int) float64 {
-	if int(j.groupSize[j.group[i]]) <= selfHistoryGroup {
-		return j.opts.SelfExcess
-	}
-	return max(j.opts.SelfExcess, selfExcessLargeGroup)
-}
-
-func (j *Job) peerCalm(i int, pace float64) bool {
-	if pace <= 0 {
-		return false
-	}
-	if int(j.groupSize[j.group[i]]) < j.opts.Detect.MinGroupSize {
-		return true
-	}
-	p := j.peer[j.group[i]]
-	return p < 0 || p < 1+j.opts.Detect.MinExcess
-}
-
-// selfFlag is the flag of a rank slow against its own history.
-func (j *Job) selfFlag(s *RankSample, d *StepDecision, i int, own float64) *Flag {
-	st := &d.Groups[j.group[i]]
-	f := Flag{Rank: s.Rank, Group: s.Group, Kind: KindCompute, Link: s.Link, Score: d.Ranks[i].Score,
-		Compute: time.Duration(nonNegative(s.Compute)), GroupMedianCompute: st.Median, ComputeRatio: own,
-		Wait: time.Duration(nonNegative(s.CollectiveWait)), GroupMedianWait: st.MedianWait}
-	f.WaitRatio = ratio(float64(f.Wait), float64(st.MedianWait))
-	return &f
-}
-
-// flagOf returns rank's flag in flags (nil when none).
-func flagOf(flags []Flag, rank int) *Flag {
-	for k := range flags {
-		if flags[k].Rank == rank {
-			f := flags[k]
-			return &f
-		}
-	}
-	return nil
-}
-
-func anyHardwareTrouble(samples []RankSample) bool {
-	for i := range samples {
-		if samples[i].HardwareTrouble {
-			return true
-		}
-	}
-	return false
-}
-
-// capShare takes the compute flags of a share group with more than
-// MaxSlowShare (and at least two) of its ranks slow out of j.final and
-// d.Ranks. The share group is a labelled group of at least MinGroupSize
-// ranks, else the whole job. It returns whether that happened and the
-// largest share of two or more slow ranks.
-func (j *Job) capShare(d *StepDecision, labelled bool) (exceeded bool, share float64) {
-	o := j.opts
-	n := len(d.Ranks)
-	j.absorbed = resize(j.absorbed, n)
-	clear(j.absorbed)
-	jobKey := len(j.groupSize) // the job's own share group
-	j.shareCnt = resize(j.shareCnt, jobKey+1)
-	clear(j.shareCnt)
-	shareGroup := func(i int) int {
-		if g := int(j.group[i]); labelled && j.groupSize[g] >= o.Detect.MinGroupSize {
-			return g
-		}
-		return jobKey
-	}
-	size := func(sg int) int {
-		if sg == jobKey {
-			return n
-		}
-		return j.groupSize[sg]
-	}
-	for i := range d.Ranks {
-		if d.Ranks[i].Flagged && d.Ranks[i].Kind == KindCompute {
-			j.shareCnt[shareGroup(i)]++
-		}
-	}
-	for sg, c := range j.shareCnt {
-		if c < 2 || size(sg) == 0 {
-			continue
-		}
-		s := float64(c) / float64(size(sg))
-		share = max(share, s)
-		if s > o.MaxSlowShare {
-			exceeded = true
-		}
-	}
-	if !exceeded {
-		return false, share
-	}
-	kept := j.final[:0]
-	next := 0
-	for i := range d.Ranks {
-		if !d.Ranks[i].Flagged {
-			continue
-		}
-		f := j.final[next]
-		next++
-		sg := shareGroup(i)
-		if f.Kind == KindCompute && float64(j.shareCnt[sg])/float64(size(sg)) > o.MaxSlowShare && j.shareCnt[sg] >= 2 {
-			d.Ranks[i].Flagged, d.Ranks[i].Kind = false, KindNone
-			j.absorbed[i] = true
-			continue
-		}
-		kept = append(kept, f)
-	}
-	j.final = kept
-	return true, share
-}
-
-// recount sets the groups' flag counts from the final flags.
-func recount(d *StepDecision, group []int32) {
-	for g := range d.Groups {
-		d.Groups[g].ComputeFlagged, d.Groups[g].LinkFlagged = 0, 0
-	}
-	for i := range d.Ranks {
-		if !d.Ranks[i].Flagged || int(group[i]) >= len(d.Groups) {
-			continue
-		}
-		if d.Ranks[i].Kind == KindLink {
-			d.Groups[group[i]].LinkFlagged++
-		} else {
-			d.Groups[group[i]].ComputeFlagged++
 		}
 	}
 }

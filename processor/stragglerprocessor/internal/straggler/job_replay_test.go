@@ -111,7 +111,10 @@ func TestAlibabaJobsReplayed(t *testing.T) {
 // when worker 0's dips move the one group's median (4001, 5121, 7451,
 // 19521). The Job infers the groups, opens no verdict and no job verdict
 // on the half-slow pattern, opens workers 5 and 6 by their third slow
-// step and keeps them open to the end.
+// step and keeps them open to the end. Workers 1 and 3, of the fast half,
+// open nothing (issue 30): their spikes to 1.5-3.6x their own level leave
+// them faster than the job's median, and the inferred groups (4, 1, 2 and
+// 3 ranks) are no stages.
 func TestAlibabaJob4HalfSlow(t *testing.T) {
 	steps := loadAlibaba(t, "job_4_norm.csv")
 	old := replayAlibaba(steps, Options{})
@@ -151,16 +154,8 @@ func TestAlibabaJob4HalfSlow(t *testing.T) {
 		t.Errorf("workers 5 and 6 must stay open to the end (they are still slow): %v", open)
 	}
 	for rank, o := range byRank {
-		if rank == 5 || rank == 6 {
-			continue
-		}
-		// The other episodes in the data: worker 3 (16741-17531) and
-		// worker 1's spikes (20941-21161).
-		for _, v := range o {
-			in := (rank == 3 && v.onset >= 16741 && v.onset <= 17531) || (rank == 1 && v.onset >= 20941 && v.onset <= 21161)
-			if !in {
-				t.Errorf("rank %d opened outside the data's episodes: %+v", rank, v)
-			}
+		if rank != 5 && rank != 6 {
+			t.Errorf("rank %d opened: %+v; want workers 5 and 6 only", rank, o)
 		}
 	}
 }
