@@ -62,7 +62,11 @@
 //     data: after Warmup (5) steps each rank's level is the median of its
 //     times. The stable ranks (first times deviating by at most 10%) draw
 //     the groups: sorted, their levels are split where neighbours differ by
-//     more than StageGap (15%); every noisy rank joins the group whose
+//     more than StageGap (15%), or by a narrower gap (at least 5%) wide
+//     against the levels beside it (at least 8 on each side within
+//     StageGap, the gap at least 6 times their median absolute
+//     deviation), so stages of hundreds of ranks whose extremes come
+//     closer than StageGap still split (issue 30); every noisy rank joins the group whose
 //     level is nearest its own, so one noisy rank at a stage boundary can
 //     no longer merge two stages (issue 30). Nothing is flagged before. A
 //     pipeline's stages legitimately differ (a last stage 1.6x, stages

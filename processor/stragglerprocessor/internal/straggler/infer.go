@@ -10,7 +10,8 @@ import (
 // inferGroups clusters the ranks' levels (their baselines after Warmup
 // steps). The stable ranks (their first times deviate from their median
 // by at most stableSpread) draw the groups: sorted, their levels are split
-// where neighbours differ by more than StageGap, and a group's level is the
+// where neighbours differ by more than StageGap or by a gap wide against
+// the levels beside it (splitLevels), and a group's level is the
 // median of its members'. Every other rank joins the group whose level is
 // nearest its own. So a few noisy ranks can neither merge two stages (a
 // noisy level between them used to bridge the gap: issue 30) nor split
@@ -55,16 +56,19 @@ func (j *Job) inferGroups() {
 		return
 	}
 	slices.SortFunc(anchors, func(a, b level) int { return cmp.Compare(a.level, b.level) })
+	sorted := make([]float64, len(anchors))
+	for i, l := range anchors {
+		sorted[i] = l.level
+	}
 	j.levels = []float64{}
 	first := 0
-	for i, l := range anchors {
-		if i > 0 && l.level > anchors[i-1].level*(1+j.opts.StageGap) {
-			j.levels = append(j.levels, anchors[(first+i-1)/2].level)
-			first = i
+	for _, end := range splitLevels(sorted, j.opts.StageGap) {
+		for _, l := range anchors[first:end] {
+			j.ranks[l.rank].group = int32(len(j.levels))
 		}
-		j.ranks[l.rank].group = int32(len(j.levels))
+		j.levels = append(j.levels, anchors[(first+end-1)/2].level)
+		first = end
 	}
-	j.levels = append(j.levels, anchors[(first+len(anchors)-1)/2].level)
 	for _, l := range noisy {
 		j.ranks[l.rank].group = j.nearestLevel(l.level)
 	}

@@ -48,6 +48,42 @@ func TestSlowFromStartWithoutLabels(t *testing.T) {
 	}
 }
 
+// 1,024 ranks, 256 to a stage, stages 1.0-1.2-1.45-1.75 with 2-3% jitter:
+// the slowest ranks of a stage and the fastest of the next are closer than
+// StageGap, but far apart against each stage's own spread, so the four
+// stages still split. A first-stage rank 2.3x from the first step is alone
+// on its level and opens; without it (the control) nothing opens.
+func TestSlowFromStartManyRanksPerStage(t *testing.T) {
+	for _, sigma := range []float64{0.02, 0.03} {
+		for _, slow := range []bool{true, false} {
+			for seed := range uint64(3) {
+				rng := rand.New(rand.NewPCG(seed, 31))
+				j := NewJob(JobOptions{})
+				var opened []int
+				for i := range 12 {
+					s := stages(rng, []float64{1.0, 1.2, 1.45, 1.75}, 256, 400*ms, sigma, false)
+					if slow {
+						s[5].Compute = time.Duration(float64(s[5].Compute) * 2.3)
+					}
+					d := j.Decide(int64(i), s, int64(i)*int64(time.Second))
+					for _, tr := range d.Transitions {
+						if tr.State == VerdictOpened {
+							opened = append(opened, tr.Verdict.Rank)
+						}
+					}
+				}
+				want := []int(nil)
+				if slow {
+					want = []int{5}
+				}
+				if !slices.Equal(opened, want) || len(j.levels) != 4+len(want) || !j.stageLike {
+					t.Errorf("sigma %v slow %v seed %d: opened %v, want %v; levels %v, stage-like %v", sigma, slow, seed, opened, want, j.levels, j.stageLike)
+				}
+			}
+		}
+	}
+}
+
 // A rank slow from the first step whose spans missed the warm-up (it is
 // placed after the groups were inferred) gets a level of its own, as it
 // would have at inference, and opens; it does not join the slowest stage.
