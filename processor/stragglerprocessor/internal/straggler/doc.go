@@ -91,7 +91,9 @@
 //   - Stage-like or not. Inferred groups of several ranks that differ in
 //     size (beyond the ranks alone and a tenth) or whose stable ranks'
 //     levels spread by more than 4% (MAD; the slow half of a half-slow job,
-//     3-4x rank by rank, spreads 7%) are no stages but a heterogeneous job:
+//     3-4x rank by rank, spreads 7%), or whose middle 80% spans more than
+//     12% (a slow half whose MAD stays under 4% by chance spans about 20%)
+//     are no stages but a heterogeneous job:
 //     there a rank no slower than the job's median is never a compute
 //     straggler, it holds no one up (the fast half of Alibaba job 4 spiking
 //     to 1.5-3.6x its own level opened two cordon-recommending faults

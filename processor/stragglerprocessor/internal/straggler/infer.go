@@ -76,7 +76,10 @@ func (j *Job) inferGroups() {
 
 	// Stage-like: the groups of several ranks are of one size (give or take
 	// the ranks alone, and a tenth) and each one's anchors agree within
-	// stageSpread.
+	// stageSpread (median absolute deviation) and their middle 80% within
+	// stageRange: levels drawn evenly from 3-4x can by chance keep their
+	// MAD under stageSpread, never their middle 80% under stageRange (issue
+	// 30, half_slow_fast_spikes seed 30004).
 	sizes := make([]int, len(j.levels))
 	for r := range j.ranks {
 		if g := j.ranks[r].group; g >= 0 {
@@ -97,11 +100,24 @@ func (j *Job) inferGroups() {
 		if i < len(anchors) && j.ranks[anchors[i].rank].group == j.ranks[anchors[first].rank].group {
 			continue
 		}
-		if i-first >= 2 && relativeMAD(anchors[first:i], func(l level) float64 { return l.level }) > stageSpread {
+		if i-first >= 2 && (relativeMAD(anchors[first:i], func(l level) float64 { return l.level }) > stageSpread ||
+			interDecile(sorted[first:i]) > stageRange) {
 			j.stageLike = false
 		}
 		first = i
 	}
+}
+
+// interDecile is the spread of the middle 80% of sorted xs (the 90th
+// percentile less the 10th, each the nearest level inward) over their
+// median; 0 for a zero median.
+func interDecile(xs []float64) float64 {
+	med := xs[(len(xs)-1)/2]
+	if med <= 0 {
+		return 0
+	}
+	n := len(xs) - 1
+	return (xs[n*9/10] - xs[(n+9)/10]) / med
 }
 
 // relativeMAD is the median absolute deviation of xs' values from their

@@ -252,6 +252,49 @@ func TestSpikesNoSlowerThanTheGroup(t *testing.T) {
 	}
 }
 
+// The slow half drawn so that its levels' median absolute deviation stays
+// under stageSpread (18 of its 32 ranks at 3.4-3.6x, the rest spread to 3x
+// and 4x; gpusim's seed 30004 drew such a half): two groups of 32 looked
+// like two stages, and ranks 10 and 44 of the fast half spiking to 1.8x
+// their own level opened. The middle 80% of the slow half spans about 20%,
+// no stage: nothing opens.
+func TestSpikesSlowHalfNoStage(t *testing.T) {
+	var half []float64
+	for k := range 18 {
+		half = append(half, 3.4+0.2*float64(k)/17)
+	}
+	for k := range 7 {
+		half = append(half, 3.0+0.3*float64(k)/6, 3.7+0.3*float64(k)/6)
+	}
+	for seed := range uint64(5) {
+		rng := rand.New(rand.NewPCG(seed, 30004))
+		j := NewJob(JobOptions{})
+		var opened []int
+		for i := range 36 {
+			s := jittered(rng, 64, 100*ms, 0.02)
+			for k := range s {
+				f := 1.0
+				if k%2 == 1 {
+					f = half[k/2]
+				}
+				if i >= 14 && i < 20 && (k == 10 || k == 44) {
+					f *= 1.8
+				}
+				s[k].Compute = time.Duration(float64(s[k].Compute) * f)
+			}
+			d := j.Decide(int64(i), s, int64(i)*int64(time.Second))
+			for _, tr := range d.Transitions {
+				if tr.State == VerdictOpened {
+					opened = append(opened, tr.Verdict.Rank)
+				}
+			}
+		}
+		if len(opened) != 0 || j.stageLike {
+			t.Errorf("seed %d: opened %v, stage-like %v (levels %v); want nothing, no stages", seed, opened, j.stageLike, j.levels)
+		}
+	}
+}
+
 // The job's pace leaves the rank judged out: of two ranks, one 2x its own
 // level, it is 2x after the pace and its peer 0.67x; a checkpoint slowing
 // both 4x is the pace (1 each); one rank 40 % faster does not make its

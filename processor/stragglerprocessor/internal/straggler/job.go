@@ -27,6 +27,10 @@ const (
 	// a stage's ranks do the same work. The slow half of a half-slow job,
 	// 3-4x spread rank by rank, deviates by 7%.
 	stageSpread = 0.04
+	// stageRange: ... and the middle 80% of their levels lie within this
+	// fraction of their median: a stage of 256 ranks with 2-3% jitter
+	// spans 5-8%, a group drawn evenly from 3-4x about 23%.
+	stageRange = 0.12
 	// stableSpread: a rank whose first Warmup compute times deviate from
 	// their median by at most this fraction (median absolute deviation) has
 	// a stable level, so a gap next to it may separate inferred groups.
