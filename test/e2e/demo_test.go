@@ -61,13 +61,30 @@ func TestDemo(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	done := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	// A failure below must not leave the holding demo and its collectors
+	// running: it stops them on SIGINT.
+	t.Cleanup(func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
 	held := false
 	for !held {
 		select {
-		case err := <-exited:
-			t.Fatalf("the demo ended before holding (%v):\n%s", err, output.String())
+		case <-done:
+			t.Fatalf("the demo ended before holding (%v):\n%s", waitErr, output.String())
 		case <-time.After(200 * time.Millisecond):
 			held = strings.Contains(output.String(), "holding:")
 		}
@@ -78,10 +95,12 @@ func TestDemo(t *testing.T) {
 	}
 	var err error
 	select {
-	case err = <-exited:
+	case <-done:
+		err = waitErr
 	case <-time.After(2 * time.Minute): // against a hang only
 		_ = cmd.Process.Kill()
-		err = fmt.Errorf("did not end within 2 minutes of SIGINT: %v", <-exited)
+		<-done
+		err = fmt.Errorf("did not end within 2 minutes of SIGINT: %v", waitErr)
 	}
 	text := output.String()
 	t.Logf("demo output:\n%s", text)
