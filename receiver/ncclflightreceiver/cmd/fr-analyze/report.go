@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -269,22 +270,7 @@ func shapeOf(f finding, c *incident) *shape {
 	return out
 }
 
-func sameSizes(a, b [][]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if len(a[i]) != len(b[i]) {
-			return false
-		}
-		for j := range a[i] {
-			if a[i][j] != b[i][j] {
-				return false
-			}
-		}
-	}
-	return true
-}
+func sameSizes(a, b [][]int64) bool { return slices.EqualFunc(a, b, slices.Equal[[]int64]) }
 
 // groupsOf is the finding's own process group and those its evidence names
 // (pg.<name>.… and rank.<r>.pg.<name>.… keys), with their descriptions.
