@@ -154,6 +154,14 @@ func pipelineConfig(opts Options, jobs []*job, pageURL func(*node) string, otlpE
 	}
 	logsIn = append(logsIn, "otlp")
 	tracesIn = append(tracesIn, "otlp", "steplogs")
+	// One stepspan stands for every node's agent here: its bounds, per node
+	// in production, are the default's times the nodes (else a run of many
+	// jobs would drop collectives no agent drops).
+	nodes, ranks := 0, 0
+	for _, j := range jobs {
+		nodes, ranks = nodes+len(j.nodes), ranks+j.sc.Ranks()
+	}
+	perNode := stepspanprocessor.NewFactory().CreateDefaultConfig().(*stepspanprocessor.Config)
 	batch := map[string]any{"timeout": "200ms"}
 	cfg := map[string]any{
 		"extensions": map[string]any{"nodestate": nil},
@@ -165,7 +173,8 @@ func pipelineConfig(opts Options, jobs []*job, pageURL func(*node) string, otlpE
 			// only as orphans, and at the default 30 s its nodes would look
 			// silent for the testbed's 8-step window.
 			"stepspan": map[string]any{"collective_wait": opts.CollectiveWait.String(), "nodestate": "nodestate",
-				"orphan_after": max(3*opts.StepPeriod, 2*opts.CollectiveWait).String()},
+				"orphan_after":    max(3*opts.StepPeriod, 2*opts.CollectiveWait).String(),
+				"max_collectives": perNode.MaxCollectives * max(nodes, 1), "max_ranks": max(perNode.MaxRanks, ranks)},
 			"straggler": map[string]any{"decision_wait": opts.DecisionWait.String()},
 			"batch":     batch,
 		},

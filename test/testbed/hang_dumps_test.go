@@ -78,7 +78,8 @@ func TestStoppedJobKeepsDumping(t *testing.T) {
 	opts := Options{StepSink: func(context.Context, string, []StepRecord) error { return nil }}.withDefaults()
 	start := time.Now()
 	for step := 0; step <= in.AtStep; step++ {
-		_, err := j.finishStep(context.Background(), step, start.Add(time.Duration(step)*time.Second), j.simulateStep(step), opts, nil)
+		at := start.Add(time.Duration(step) * time.Second)
+		_, err := j.finishStep(context.Background(), step, at, at.Add(time.Second), j.simulateStep(step), opts, nil)
 		require.NoError(t, err)
 	}
 	require.True(t, j.stopped)
@@ -92,7 +93,8 @@ func TestStoppedJobKeepsDumping(t *testing.T) {
 	before, _ := readDumpFile(t, culprit)
 	peerBefore, _ := readDumpFile(t, peer)
 
-	_, err := j.finishStep(context.Background(), in.AtStep+1, start.Add(time.Duration(in.AtStep+1)*time.Second), j.simulateStep(in.AtStep+1), opts, nil)
+	at := start.Add(time.Duration(in.AtStep+1) * time.Second)
+	_, err := j.finishStep(context.Background(), in.AtStep+1, at, at.Add(time.Second), j.simulateStep(in.AtStep+1), opts, nil)
 	require.NoError(t, err)
 	after, mtime := readDumpFile(t, culprit)
 	assert.True(t, mtime.After(old), "written again: mtime %v", mtime)

@@ -445,7 +445,11 @@ func drive(ctx context.Context, j *job, opts Options, sender *otlpSender) (time.
 			return onset, ctx.Err()
 		case <-time.After(time.Until(next)):
 		}
-		spans, err := j.finishStep(ctx, step, start, ranks, opts, sender)
+		// The step ends where the next begins, however late this
+		// goroutine wakes: a late wake-up must not stretch the step over
+		// its successor (stepspan would fold the successor's collectives
+		// into it, and a busy machine would make link stragglers).
+		spans, err := j.finishStep(ctx, step, start, next, ranks, opts, sender)
 		if err != nil {
 			return onset, err
 		}
@@ -457,10 +461,9 @@ func drive(ctx context.Context, j *job, opts Options, sender *otlpSender) (time.
 	return onset, nil
 }
 
-// finishStep advances the hardware, writes the inputs of a step that
-// began at start and sends its step spans; it returns how many it sent.
-func (j *job) finishStep(ctx context.Context, step int, start time.Time, ranks []rankStep, opts Options, sender *otlpSender) (int, error) {
-	end := time.Now()
+// finishStep advances the hardware, writes the inputs of a step that ran
+// from start to end and sends its step spans; it returns how many it sent.
+func (j *job) finishStep(ctx context.Context, step int, start, end time.Time, ranks []rankStep, opts Options, sender *otlpSender) (int, error) {
 	for _, nd := range j.nodes {
 		nd.tick(step)
 		if !opts.lightInputs() {

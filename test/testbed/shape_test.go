@@ -243,7 +243,7 @@ func TestNoStepSpans(t *testing.T) {
 		return nil
 	}
 	start := time.Now()
-	n, err := j.finishStep(context.Background(), 0, start, j.simulateStep(0), Options{StepSink: sink}, nil)
+	n, err := j.finishStep(context.Background(), 0, start, start.Add(time.Second), j.simulateStep(0), Options{StepSink: sink}, nil)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	dumps, err := filepath.Glob(filepath.Join(dir, "*", "fr", "*_nccl_trace_rank_*"))

@@ -175,3 +175,39 @@ func TestDriveThroughTheSinkOrOTLP(t *testing.T) {
 		assert.Equal(t, 16, done[2].Spans)
 	})
 }
+
+// A step ends where the next begins however late the driving goroutine
+// wakes: on a busy machine a step that ended when the goroutine got round
+// to it overlapped its successor, and stepspan folded the successor's
+// first collectives into it (straggler.link on hard negatives, issue 30).
+func TestLateStepsDoNotOverlap(t *testing.T) {
+	const period = 5 * time.Millisecond
+	type key struct {
+		host string
+		rank int
+	}
+	var mu sync.Mutex
+	steps := map[key][]StepRecord{}
+	opts := Options{ScenariosYAML: []byte(smallScenario), StepPeriod: period, Dir: t.TempDir(),
+		StepSink: func(_ context.Context, host string, records []StepRecord) error {
+			time.Sleep(3 * period) // later than the next step's start
+			mu.Lock()
+			defer mu.Unlock()
+			for _, rec := range records {
+				steps[key{host, rec.Rank}] = append(steps[key{host, rec.Rank}], rec)
+			}
+			return nil
+		}}
+	c, err := NewCluster(opts)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Drive(context.Background(), func(string) string { return "" }))
+	require.Len(t, steps, 16)
+	for k, recs := range steps {
+		require.Len(t, recs, 3, "%v", k)
+		for i := 1; i < len(recs); i++ {
+			assert.False(t, recs[i-1].End.After(recs[i].Start), "%v: step %d ends %s after step %d starts",
+				k, recs[i-1].Step, recs[i-1].End.Sub(recs[i].Start), recs[i].Step)
+		}
+	}
+}
