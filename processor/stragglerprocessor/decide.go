@@ -36,10 +36,13 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 
 	samples := p.samples[:0]
 	consistentWaits(st.records)
-	for i := range st.records {
+	judged := comparableComputes(st.records)
+	eff.unjudgeN(reasonWaitNotSplit, int64(len(st.records)-judged))
+	for i := range st.records[:judged] {
 		r := &st.records[i]
 		wait, hw := r.collectiveWait()
-		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: r.compute, CollectiveWait: wait,
+		compute, _ := r.computeSignal()
+		samples = append(samples, straggler.RankSample{Rank: int(r.rank), Group: r.group, Compute: compute, CollectiveWait: wait,
 			NoWait: r.commWait == waitExcluded, HardwareTrouble: hw, StartUnixNano: int64(ownStart(st, r))})
 	}
 	jd := js.detector.Decide(st.step, samples, int64(st.start))
@@ -73,7 +76,12 @@ func (p *stragglerProcessor) decide(st *openStep, eff *effects) {
 	open := js.detector.Open() // sorted by rank
 	flags := d.Flags           // in sample order, one per flagged rank
 	for i := range st.records {
-		res := &d.Ranks[i]
+		var res *straggler.RankResult
+		if i < judged {
+			res = &d.Ranks[i]
+		} else {
+			res = &straggler.RankResult{Rank: int(st.records[i].rank)} // not judged this step
+		}
 		var flag *straggler.Flag
 		verdict := ""
 		if res.Flagged && len(flags) > 0 {
@@ -110,12 +118,13 @@ func ownStart(st *openStep, r *rankRecord) pcommon.Timestamp {
 // none) and score. The console never blocks (console.Console), so this
 // runs under p.mu, in rank order, as the step is decided.
 func (p *stragglerProcessor) recordStep(st *openStep, r *rankRecord, score float64, verdict string) {
+	compute, _ := r.computeSignal()
 	var dur time.Duration
 	if r.end > r.start {
 		dur = time.Duration(min(uint64(r.end-r.start), math.MaxInt64))
 	}
 	p.console.RecordStep(console.Step{Job: st.job.key.job, Attempt: st.job.key.attempt, Step: st.step, Rank: r.rank,
-		Node: r.host, Compute: r.compute, Duration: dur, Verdict: verdict, Score: score, NoCommSplit: st.job.comm.blind()})
+		Node: r.host, Compute: compute, Duration: dur, Verdict: verdict, Score: score, NoCommSplit: st.job.comm.blind()})
 }
 
 // stepIDs are the contract's ids of a step (internal/steprecord).
@@ -296,6 +305,46 @@ func consistentWaits(records []rankRecord) {
 			r.commWait = waitExcluded
 		}
 	}
+}
+
+// computeSignal decodes the record's compute signal and whether its
+// wait was left in it (the record did not separate the two: waitSplit).
+func (r *rankRecord) computeSignal() (compute time.Duration, waitIncluded bool) {
+	if r.compute < 0 {
+		return ^r.compute, true
+	}
+	return r.compute, false
+}
+
+// comparableComputes moves the records whose compute cannot be compared
+// with the step's others to the end and returns how many remain in front.
+// A record that did not separate its collective wait (the flight
+// recorder's tail of its rank had not arrived when its step span left the
+// agent, or the script's comm_wait_ns is missing) carries the wait for the
+// slowest rank in its backward phase: beside peers whose wait was taken
+// off, the ranks that waited most would look like compute stragglers.
+// When at least half the step's records separated it, the others are not
+// judged this step; when fewer did, none is left out (the job's records
+// are compared as they are, and checkCommSplit names a job none of whose
+// records ever separate it).
+func comparableComputes(records []rankRecord) int {
+	split := 0
+	for i := range records {
+		if records[i].compute >= 0 {
+			split++
+		}
+	}
+	if split == len(records) || 2*split < len(records) {
+		return len(records)
+	}
+	front := 0
+	for i := range records {
+		if records[i].compute >= 0 {
+			records[front], records[i] = records[i], records[front]
+			front++
+		}
+	}
+	return front
 }
 
 // collectiveWait decodes the record's wait and hardware-trouble flag.

@@ -224,3 +224,54 @@ func TestOwnStartFallsBackToTheStep(t *testing.T) {
 	assert.Equal(t, pcommon.Timestamp(42), ownStart(st, &rankRecord{}))
 	assert.Equal(t, pcommon.Timestamp(7), ownStart(st, &rankRecord{start: 7}))
 }
+
+// Issue 30, found by the testbed on a busy machine: in a job whose
+// backward includes the wait (no comm_wait_ns), the flight recorder's tail
+// of two ranks had not arrived when their step spans left the agent. Their
+// backward still held the wait for the slowest rank, and beside peers
+// whose tail was taken off they looked like compute stragglers. They are
+// not judged those steps, and counted; a job none of whose records split
+// the wait is judged as it is.
+func TestRecordsThatLeftTheWaitInAreNotJudgedBesidePeersThatTookItOut(t *testing.T) {
+	const steps, world = 8, 16
+	tail := map[string]any{"nccl.collectives.tail_ns": int64(time.Millisecond)}
+	run := func(t *testing.T, split func(r int64) bool, extra func(r int64) time.Duration) (*harness, map[int64]map[int64]string) {
+		h := newHarness(t, defaultConfig())
+		for step := range int64(steps) {
+			for r := range int64(world) {
+				rk := rank{job: "legacy", step: step, rank: r, worldSize: world, ppStage: 0,
+					start: t0.Add(time.Duration(step) * 4 * time.Second), duration: 3 * time.Second, compute: healthyCompute(r) + extra(r)}
+				if split(r) {
+					h.sendWith(t, rk, tail)
+				} else {
+					h.sendWith(t, rk, nil)
+				}
+			}
+		}
+		return h, h.verdicts(t)
+	}
+	// the wait for the slowest rank, left in backward by the last two ranks
+	waitLeftIn := func(r int64) time.Duration {
+		if r >= world-2 {
+			return 1500 * time.Millisecond
+		}
+		return 0
+	}
+
+	t.Run("most ranks split the wait", func(t *testing.T) {
+		h, v := run(t, func(r int64) bool { return r < world-2 }, waitLeftIn)
+		for step := range int64(steps) {
+			for r := range int64(world) {
+				assert.Equal(t, "none", verdict(v, step, r), "step %d rank %d", step, r)
+			}
+		}
+		assert.Equal(t, int64(2*steps), h.counter(t, "otelcol_processor_straggler_unjudged_spans", reasonWaitNotSplit))
+	})
+	t.Run("no rank splits it", func(t *testing.T) {
+		// the same records without any tail: compared as they are (the job
+		// is named as unable to show a straggler, TestJobWithoutCommSplitIsNamedOnce)
+		h, v := run(t, func(int64) bool { return false }, waitLeftIn)
+		assert.Zero(t, h.counter(t, "otelcol_processor_straggler_unjudged_spans", reasonWaitNotSplit))
+		assert.Equal(t, "straggler.compute", verdict(v, steps-1, world-1))
+	})
+}

@@ -64,6 +64,7 @@ const (
 	reasonMaxJobs       = "max_jobs"
 	reasonDuplicateRank = "duplicate_rank"
 	reasonMaxRanks      = "max_ranks_per_step"
+	reasonWaitNotSplit  = "wait_not_split"
 )
 
 // jobKey identifies a run of a job: a restarted job (a new attempt) replays
@@ -110,7 +111,10 @@ type jobState struct {
 // interned per job, so they cost only their headers here. The trace id is
 // the step's and is not kept.
 type rankRecord struct {
-	rank    int64
+	rank int64
+	// compute is the compute signal (>= 0), or its bitwise complement
+	// (< 0) when the record did not separate the collective wait from it
+	// (waitSplit): see computeSignal.
 	compute time.Duration
 	// wait is the collective wait (>= 0), or its bitwise complement (< 0)
 	// when the span reported hardware trouble: a flag without a 97th byte.
@@ -196,6 +200,14 @@ func (e *effects) unjudge(reason string) {
 		e.unjudged = map[string]int64{}
 	}
 	e.unjudged[reason]++
+}
+
+func (e *effects) unjudgeN(reason string, n int64) {
+	if n <= 0 {
+		return
+	}
+	e.unjudge(reason)
+	e.unjudged[reason] += n - 1
 }
 
 func (e *effects) force(reason string) {
@@ -355,8 +367,10 @@ func (p *stragglerProcessor) gather(a *steprecord.Attrs, x *extraSignals, span p
 		st.worldSize = max(st.worldSize, a.Int(steprecord.FieldWorldSize))
 	}
 	compute, wait := signal(a, span)
-	if !js.comm.split && waitSplit(a) {
+	if waitSplit(a) {
 		js.comm.split = true
+	} else {
+		compute = ^compute // its compute includes the wait (computeSignal)
 	}
 	commWait := waitNone
 	if a.Has(steprecord.FieldPhaseCommWait) {

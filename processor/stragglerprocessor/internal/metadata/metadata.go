@@ -33,7 +33,8 @@ type TelemetryBuilder struct {
 	// of every decision.
 	LateSpans metric.Int64Counter
 	// UnjudgedSpans counts rank step spans of open steps left out of the
-	// decision (a rank reported twice, or beyond max_ranks_per_step).
+	// decision (a rank reported twice, beyond max_ranks_per_step, or whose
+	// wait was left in its compute while most of its step's ranks took it out).
 	UnjudgedSpans metric.Int64Counter
 	// ForcedDecisions counts steps decided before world_size ranks reported
 	// or decision_wait passed, because a bound was reached.
@@ -53,7 +54,7 @@ type TelemetryBuilder struct {
 // Instruments of the processor's own telemetry.
 var (
 	lateSpans       = telemetry.Instrument{Name: "otelcol_processor_straggler_late_spans", Description: "Rank step spans that arrived after their step was decided; left out of every decision.", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
-	unjudgedSpans   = telemetry.Instrument{Name: "otelcol_processor_straggler_unjudged_spans", Description: "Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step).", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
+	unjudgedSpans   = telemetry.Instrument{Name: "otelcol_processor_straggler_unjudged_spans", Description: "Rank step spans left out of their step's decision (duplicate rank, max_ranks_per_step, a wait not separated from compute while most of the step's ranks separated it).", Unit: "{span}", Stability: component.StabilityLevelDevelopment}
 	forcedDecisions = telemetry.Instrument{Name: "otelcol_processor_straggler_forced_decisions", Description: "Steps decided early because a bound was reached (max_open_steps_per_job, max_held_ranks, max_jobs).", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
 	stepsDecided    = telemetry.Instrument{Name: "otelcol_processor_straggler_steps_decided", Description: "Steps decided; one root span each.", Unit: "{step}", Stability: component.StabilityLevelDevelopment}
 	jobsClockSkew   = telemetry.Instrument{Name: "otelcol_processor_straggler_jobs_clock_skew", Description: "Jobs whose node clocks disagreed by more than clock_skew_warning; one warning each.", Unit: "{job}", Stability: component.StabilityLevelDevelopment}
