@@ -11,6 +11,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/xid"
 )
 
 // dcgm-exporter's label names, kept under naming: dcgm_exporter so that
@@ -29,6 +30,9 @@ const (
 	labelNamespace     = "namespace"
 	labelContainer     = "container"
 	labelXID           = "xid"
+	// on DCGM_FI_DEV_XID_ERRORS: the last XID's code and dcgm-exporter's text for it
+	labelXIDErrCode = "err_code"
+	labelXIDErrMsg  = "err_msg"
 
 	// dcgm-exporter's own metric for the count of each XID per GPU.
 	dcgmExporterXIDCount = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -315,6 +319,15 @@ func (b *metricsBuilder) buildDCGMExporter(rm pmetric.ResourceMetrics, ms pmetri
 			dp.SetDoubleValue(v.Float)
 		} else {
 			dp.SetIntValue(v.Int)
+		}
+		if f.ID == model.FieldXIDErrors {
+			// dcgm-exporter labels the last XID with its code and text
+			code := v.Int
+			if v.IsFloat {
+				code = int64(v.Float)
+			}
+			dp.Attributes().PutStr(labelXIDErrCode, strconv.FormatInt(code, 10))
+			dp.Attributes().PutStr(labelXIDErrMsg, xid.ExporterMessage(code))
 		}
 	}
 	if len(xids) > 0 && b.fields.xidCount {

@@ -17,7 +17,7 @@ import (
 // gpuState is what one simulated GPU's dcgm-exporter page shows.
 type gpuState struct {
 	temp        float64
-	throttle    uint64 // DCGM_FI_DEV_CLOCK_THROTTLE_REASONS bitmask
+	throttle    uint64 // DCGM_FI_DEV_CLOCKS_EVENT_REASONS bitmask
 	lastXID     int
 	sbe, dbe    float64
 	nvlinkCRC   float64
@@ -149,7 +149,7 @@ func (nd *node) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		{"DCGM_FI_DEV_GPU_TEMP", "gauge", func(g *gpuState) float64 { return g.temp }},
 		{"DCGM_FI_DEV_GPU_UTIL", "gauge", func(g *gpuState) float64 { return g.utilization * 100 }},
 		{"DCGM_FI_DEV_POWER_USAGE", "gauge", func(g *gpuState) float64 { return 540 + g.temp }},
-		{"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", func(g *gpuState) float64 { return float64(g.throttle) }},
+		{"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", func(g *gpuState) float64 { return float64(g.throttle) }},
 		{"DCGM_FI_DEV_XID_ERRORS", "gauge", func(g *gpuState) float64 { return float64(g.lastXID) }},
 		{"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", func(g *gpuState) float64 { return g.sbe }},
 		{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", func(g *gpuState) float64 { return g.dbe }},

@@ -56,7 +56,7 @@ func TestFieldIDsByNumber(t *testing.T) {
 	}
 	for id, want := range map[FieldID]string{
 		FieldGPUTemp:            "DCGM_FI_DEV_GPU_TEMP",
-		FieldClocksEventReasons: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", // the catalogue's name
+		FieldClocksEventReasons: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", // the catalogue's name (DCGM's current one)
 		191:                     "DCGM_FI_DEV_FAN_SPEED",
 		1600:                    "DCGM_FI_1600",
 	} {

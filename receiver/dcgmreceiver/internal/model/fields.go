@@ -22,7 +22,7 @@ const (
 
 	FieldSMClock             FieldID = 100
 	FieldMemClock            FieldID = 101
-	FieldClocksEventReasons  FieldID = 112 // DCGM_FI_DEV_CLOCK_THROTTLE_REASONS in older DCGM
+	FieldClocksEventReasons  FieldID = 112 // DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM 3.2
 	FieldMemoryTemp          FieldID = 140
 	FieldGPUTemp             FieldID = 150
 	FieldPowerUsage          FieldID = 155
@@ -117,7 +117,7 @@ var Catalogue = []Field{
 
 	{ID: FieldSMClock, Name: "DCGM_FI_DEV_SM_CLOCK", Help: "SM clock frequency (in MHz).", OTel: semconv.MetricGPUClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: semconv.AttrGPUClockType, AttrValue: "sm"},
 	{ID: FieldMemClock, Name: "DCGM_FI_DEV_MEM_CLOCK", Help: "Memory clock frequency (in MHz).", OTel: semconv.MetricGPUClockFrequency, Unit: "Hz", Scale: 1e6, AttrKey: semconv.AttrGPUClockType, AttrValue: "memory"},
-	{ID: FieldClocksEventReasons, Name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Help: "Current clock throttle reasons (bitmask).", OTel: semconv.MetricGPUClockThrottle, Unit: "1", Scale: 1},
+	{ID: FieldClocksEventReasons, Name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", Help: "Current clock event reasons (bitmask).", OTel: semconv.MetricGPUClockThrottle, Unit: "1", Scale: 1},
 	{ID: FieldMemoryTemp, Name: "DCGM_FI_DEV_MEMORY_TEMP", Help: "Memory temperature (in C).", OTel: semconv.MetricHWTemperature, Unit: "Cel", Scale: 1, AttrKey: semconv.AttrHWSensorLocation, AttrValue: "memory"},
 	{ID: FieldGPUTemp, Name: "DCGM_FI_DEV_GPU_TEMP", Help: "GPU temperature (in C).", OTel: semconv.MetricHWTemperature, Unit: "Cel", Scale: 1, AttrKey: semconv.AttrHWSensorLocation, AttrValue: semconv.SensorLocationGPU},
 	{ID: FieldPowerUsage, Name: "DCGM_FI_DEV_POWER_USAGE", Help: "Power draw (in W).", OTel: semconv.MetricHWPower, Unit: "W", Scale: 1},
@@ -175,9 +175,11 @@ var Catalogue = []Field{
 	{ID: FieldProfNVLinkRxBytes, Name: "DCGM_FI_PROF_NVLINK_RX_BYTES", Profiling: true, Help: "The rate of data received over NVLink, not including protocol headers, in bytes per second.", OTel: semconv.MetricGPUProfNVLinkIO, Unit: "By/s", Scale: 1, AttrKey: semconv.AttrNetworkIODirection, AttrValue: "receive"},
 }
 
-// Alternative names sources use for a catalogued field.
+// Alternative names sources use for a catalogued field: the names DCGM
+// had before (a page or a counters CSV may still use them; under
+// dcgm_exporter naming a CSV's name is the series' name).
 var aliases = map[string]FieldID{
-	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": FieldClocksEventReasons,
+	"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": FieldClocksEventReasons,
 }
 
 var (

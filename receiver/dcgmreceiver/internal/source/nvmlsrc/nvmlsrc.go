@@ -15,7 +15,7 @@
 //	DCGM_FI_DEV_POWER_MGMT_LIMIT           GetPowerManagementLimit, mW -> W
 //	DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION   GetTotalEnergyConsumption (mJ)
 //	DCGM_FI_DEV_SM_CLOCK, _MEM_CLOCK       GetClockInfo(CLOCK_SM / CLOCK_MEM) (MHz)
-//	DCGM_FI_DEV_CLOCK_THROTTLE_REASONS     GetCurrentClocksEventReasons, or
+//	DCGM_FI_DEV_CLOCKS_EVENT_REASONS       GetCurrentClocksEventReasons, or
 //	                                       GetCurrentClocksThrottleReasons on drivers without it (bitmask)
 //	DCGM_FI_DEV_*_VIOLATION                GetViolationStatus (ns, as DCGM reports them)
 //	DCGM_FI_DEV_ECC_{SBE,DBE}_{VOL,AGG}_TOTAL  GetTotalEccErrors (corrected = SBE, uncorrected = DBE)
