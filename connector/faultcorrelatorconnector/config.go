@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector/internal/rules"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
@@ -82,10 +83,13 @@ func (cfg *Config) Validate() error {
 	if cfg.Mode != ModeAgent && cfg.Mode != ModeGateway {
 		errs = append(errs, fmt.Errorf("mode: must be %q or %q, got %q", ModeAgent, ModeGateway, cfg.Mode))
 	}
+	if err := interval.Check("evaluation_interval", cfg.EvaluationInterval, false); err != nil {
+		errs = append(errs, err)
+	}
 	for _, d := range []struct {
 		key string
 		val time.Duration
-	}{{"evaluation_interval", cfg.EvaluationInterval}, {"resolve_after", cfg.ResolveAfter}} {
+	}{{"resolve_after", cfg.ResolveAfter}} {
 		if d.val <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", d.key, d.val))
 		}

@@ -93,7 +93,7 @@ func TestInvalidConfigNamesEachKey(t *testing.T) {
 	require.Error(t, err)
 	for _, want := range []string{
 		`mode: must be "agent" or "gateway", got "edge"`,
-		"evaluation_interval: must be greater than 0, got 0s",
+		"evaluation_interval: 0s is under the 100ms floor",
 		"fault_id_bucket: must not be negative, got -1m0s",
 		"resolve_after: must be greater than 0, got -5s",
 		"max_entities: must be greater than 0, got 0",
@@ -115,7 +115,7 @@ func TestConfigValidateErrors(t *testing.T) {
 		want   string
 	}{
 		{"mode", func(c *Config) { c.Mode = "edge" }, `mode: must be "agent" or "gateway", got "edge"`},
-		{"interval", func(c *Config) { c.EvaluationInterval = 0 }, "evaluation_interval: must be greater than 0"},
+		{"interval", func(c *Config) { c.EvaluationInterval = 0 }, "evaluation_interval: 0s is under the 100ms floor"},
 		{"resolve_after", func(c *Config) { c.ResolveAfter = -time.Second }, "resolve_after: must be greater than 0"},
 		{"bucket", func(c *Config) { c.FaultIDBucket = -time.Minute }, "fault_id_bucket: must not be negative"},
 		{"max_entities", func(c *Config) { c.MaxEntities = 0 }, "max_entities: must be greater than 0"},

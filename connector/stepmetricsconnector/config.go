@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 )
 
 // maxRanksLimit caps max_ranks: the rank bitset of one open step is
@@ -50,10 +52,13 @@ type Config struct {
 // Validate checks the configuration; messages name the key and the value.
 func (cfg *Config) Validate() error {
 	var errs []error
+	if err := interval.Check("interval", cfg.Interval, false); err != nil {
+		errs = append(errs, err)
+	}
 	for _, d := range []struct {
 		key string
 		val time.Duration
-	}{{"interval", cfg.Interval}, {"step_timeout", cfg.StepTimeout}, {"job_expiry", cfg.JobExpiry}} {
+	}{{"step_timeout", cfg.StepTimeout}, {"job_expiry", cfg.JobExpiry}} {
 		if d.val <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", d.key, d.val))
 		}

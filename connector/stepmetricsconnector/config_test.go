@@ -58,7 +58,7 @@ func TestConfigInvalid(t *testing.T) {
 	err := confmap.Validate(loadConfig(t, "bad"))
 	require.Error(t, err)
 	for _, want := range []string{
-		"interval: must be greater than 0, got 0s",
+		"interval: 0s is under the 100ms floor",
 		"step_timeout: must be greater than 0, got -1s",
 		"job_expiry: must be greater than 0",
 		"max_jobs: must be greater than 0, got 0",

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
 )
 
@@ -33,7 +34,7 @@ func TestCollectorsCSVUnderDCGMExporterNaming(t *testing.T) {
 	src := &fakeSource{snaps: []model.Snapshot{collectorsSnapshot(time.Unix(1_790_000_000, 0))}}
 	cfg := fastConfig()
 	cfg.Naming = NamingDCGMExporter
-	cfg.ProfilingInterval = 10 * time.Millisecond
+	cfg.CollectionInterval, cfg.ProfilingInterval = interval.Floor, interval.Floor // validated below
 	cfg.Collectors = filepath.Join("testdata", "collectors", "custom.csv")
 	require.NoError(t, confmap.Validate(cfg))
 	env := newTestEnv(t, cfg, src)

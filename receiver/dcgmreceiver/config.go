@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/exportersrc"
 )
@@ -160,11 +161,11 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("collectors: %w", err))
 		}
 	}
-	if cfg.CollectionInterval <= 0 {
-		errs = append(errs, fmt.Errorf("collection_interval: must be greater than 0, got %s", cfg.CollectionInterval))
+	if err := interval.Check("collection_interval", cfg.CollectionInterval, false); err != nil {
+		errs = append(errs, err)
 	}
-	if cfg.ProfilingInterval < 0 {
-		errs = append(errs, fmt.Errorf("profiling_interval: must not be negative, got %s", cfg.ProfilingInterval))
+	if err := interval.Check("profiling_interval", cfg.ProfilingInterval, true); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.CallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("call_timeout: must be greater than 0, got %s", cfg.CallTimeout))
@@ -172,8 +173,8 @@ func (cfg *Config) Validate() error {
 	if cfg.KMsg && cfg.KMsgPath == "" {
 		errs = append(errs, errors.New("kmsg_path: must be set when kmsg is true"))
 	}
-	if cfg.Attribution.RefreshInterval <= 0 {
-		errs = append(errs, fmt.Errorf("attribution::refresh_interval: must be greater than 0, got %s", cfg.Attribution.RefreshInterval))
+	if err := interval.Check("attribution::refresh_interval", cfg.Attribution.RefreshInterval, false); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.Attribution.Kubernetes.Enabled && cfg.Attribution.Kubernetes.Socket == "" {
 		errs = append(errs, errors.New("attribution::kubernetes::socket: must be set when kubernetes attribution is enabled"))

@@ -67,7 +67,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"bad_values": {
 			`mode: "both"`,
 			`naming: "prometheus"`,
-			"collection_interval: must be greater than 0",
+			"collection_interval: 0s is under the 100ms floor",
 			"profiling_interval: must not be negative",
 			"call_timeout: must be greater than 0",
 			"xid_catalogue: [0] (code 0): severity",

@@ -20,12 +20,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
 )
 
 func podLabelsConfig(naming string) *Config {
 	cfg := fastConfig()
+	cfg.CollectionInterval = interval.Floor // validated below
 	cfg.Naming = naming
 	cfg.HostName = "xl003"
 	cfg.Attribution.Kubernetes.Enabled = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/kafka/configkafka"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
@@ -71,8 +72,10 @@ func (c *Config) Validate() error {
 	if c.SessionTimeout <= 0 {
 		add("session_timeout (%s) must be positive", c.SessionTimeout)
 	}
-	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout {
-		add("heartbeat_interval (%s) must be positive and below session_timeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
+	if err := interval.Check("heartbeat_interval", c.HeartbeatInterval, false); err != nil {
+		errs = append(errs, err)
+	} else if c.HeartbeatInterval >= c.SessionTimeout {
+		add("heartbeat_interval (%s) must be below session_timeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
 	}
 	switch c.InitialOffset {
 	case configkafka.EarliestOffset, configkafka.LatestOffset:

@@ -59,7 +59,7 @@ func TestLoadConfig(t *testing.T) {
 	for name, wants := range map[string][]string{
 		"kerberos":  {"auth::kerberos: not supported"},
 		"oauth":     {`auth::sasl::mechanism "OAUTHBEARER": not supported`},
-		"bad_times": {"heartbeat_interval (2s) must be positive and below session_timeout (1s)", `initial_offset "middle"`, "retry_backoff::initial_interval (0s) must be positive"},
+		"bad_times": {"heartbeat_interval (2s) must be below session_timeout (1s)", `initial_offset "middle"`, "retry_backoff::initial_interval (0s) must be positive"},
 		"no_topic":  {"topic must not be empty", "group_id must not be empty"},
 		"bad_member": {`member_name "gateway 0": at most 253 printable bytes without spaces`,
 			`console_url "ftp://gateway-0/console?x=1": want http(s)://host:port of this replica's fault console`},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 )
 
 // DefaultReadTimeout is the default read_timeout: far above the
@@ -88,8 +90,8 @@ type DeviceFilter struct {
 // Validate checks the configuration. Messages name the key and the bad value.
 func (cfg *Config) Validate() error {
 	var errs []error
-	if cfg.CollectionInterval <= 0 {
-		errs = append(errs, fmt.Errorf("collection_interval must be greater than 0, got %q", cfg.CollectionInterval.String()))
+	if err := interval.Check("collection_interval", cfg.CollectionInterval, false); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.ReadTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("read_timeout must be greater than 0, got %q", cfg.ReadTimeout.String()))

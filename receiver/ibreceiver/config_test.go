@@ -71,7 +71,7 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{name: "empty_sysfs_root", wantErr: "sysfs_root must not be empty"},
-		{name: "zero_interval", wantErr: `collection_interval must be greater than 0, got "0s"`},
+		{name: "zero_interval", wantErr: `collection_interval: 0s is under the 100ms floor`},
 		{name: "include_and_exclude", wantErr: `devices: "mlx5_1" is in both include and exclude`},
 		{name: "empty_hw_counter", wantErr: "hw_counters[1] must not be empty"},
 		{name: "star_not_alone", wantErr: `hw_counters[0]: "*" must be the only entry`},

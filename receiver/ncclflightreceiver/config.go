@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 )
 
 // Config is the configuration of the ncclflight receiver. Each input is
@@ -120,12 +122,21 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, errors.New("flight_recorder::patterns: must not be empty"))
 	}
 	for name, d := range map[string]time.Duration{
-		"flight_recorder::rescan_interval": fr.RescanInterval, "flight_recorder::settle_time": fr.SettleTime,
+		"flight_recorder::settle_time":      fr.SettleTime,
 		"flight_recorder::incomplete_after": fr.IncompleteAfter, "flight_recorder::stall_after": fr.StallAfter,
-		"inspector::poll_interval": cfg.Inspector.PollInterval, "ras::interval": cfg.RAS.Interval, "ras::timeout": cfg.RAS.Timeout,
+		"ras::timeout": cfg.RAS.Timeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be greater than 0, got %s", name, d))
+		}
+	}
+	// cadences: a bare number (nanoseconds) would spin on the files and the RAS socket
+	for name, d := range map[string]time.Duration{
+		"flight_recorder::rescan_interval": fr.RescanInterval, "inspector::poll_interval": cfg.Inspector.PollInterval,
+		"ras::interval": cfg.RAS.Interval,
+	} {
+		if err := interval.Check(name, d, false); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if fr.MaxFileSize <= 0 {

@@ -98,7 +98,7 @@ func startAgentPage(t *testing.T, page []byte, node, csv string) (string, *proce
 	}
 	listen := freeAddr(t)
 	env := []string{"GPU_SOURCE=exporter", "DCGM_ENDPOINT=" + srv.URL + "/metrics", "OTELCOL_GPU_HOST_NAME=" + node,
-		"DCGM_EXPORTER_LISTEN=" + listen, "DCGM_EXPORTER_INTERVAL=1s"}
+		"DCGM_EXPORTER_LISTEN=" + listen, "DCGM_EXPORTER_INTERVAL=1000"} // milliseconds, as dcgm-exporter reads it
 	if csv != "" {
 		env = append(env, "DCGM_EXPORTER_COLLECTORS="+csv)
 	}
