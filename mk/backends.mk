@@ -10,8 +10,12 @@ JAEGER_VERSION       := v1.76.0
 VICTORIALOGS_VERSION := v1.52.1
 JAEGER       := $(TOOLS_BIN)/jaeger
 VICTORIALOGS := $(TOOLS_BIN)/victoria-logs
+# node_exporter: its infiniband collector is what the agent's
+# node_exporter naming is compared with (test/e2e/node_exporter_ib_test.go).
+NODE_EXPORTER_VERSION := v1.12.1
+NODE_EXPORTER         := $(TOOLS_BIN)/node_exporter
 
-EXTRA_TOOLS += $(JAEGER) $(VICTORIALOGS)
+EXTRA_TOOLS += $(JAEGER) $(VICTORIALOGS) $(NODE_EXPORTER)
 
 .PHONY: backends
 backends: $(JAEGER) $(VICTORIALOGS)
@@ -32,5 +36,8 @@ $(JAEGER):
 $(VICTORIALOGS):
 	GOBIN=$(TOOLS_BIN) $(GO) install github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@$(VICTORIALOGS_VERSION)
 
+$(NODE_EXPORTER):
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/prometheus/node_exporter@$(NODE_EXPORTER_VERSION)
+
 # The backends test (test/e2e/backends_test.go) needs both.
-e2e-test: $(JAEGER) $(VICTORIALOGS)
+e2e-test: $(JAEGER) $(VICTORIALOGS) $(NODE_EXPORTER)

@@ -43,6 +43,12 @@ var DefaultHWCounters = []string{
 	"resp_cqe_error",
 }
 
+// Namings of the emitted series (Config.Naming).
+const (
+	NamingOTel         = "otel"
+	NamingNodeExporter = "node_exporter"
+)
+
 // Config is the configuration of the ib receiver.
 type Config struct {
 	scraperhelper.ControllerConfig `mapstructure:",squash"`
@@ -61,6 +67,14 @@ type Config struct {
 	// HostName overrides the host.name resource attribute; default
 	// os.Hostname().
 	HostName string `mapstructure:"host_name"`
+
+	// Naming is otel (default: hw.network.*, ib.port.* with host.name and
+	// ib.device, what the gateway's rules read) or node_exporter: the
+	// series of node_exporter's infiniband collector, node_infiniband_*
+	// with the labels device and port, for a node-local page that
+	// node_exporter's dashboards and alerts read (standalone.yaml).
+	// hw_counters does not apply under node_exporter (its set is fixed).
+	Naming string `mapstructure:"naming"`
 
 	// ReadTimeout bounds the sysfs reads of one scrape (default 5s; a
 	// collection_interval shorter than it is the bound instead, so a scrape
@@ -95,6 +109,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.ReadTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("read_timeout must be greater than 0, got %q", cfg.ReadTimeout.String()))
+	}
+	if cfg.Naming != NamingOTel && cfg.Naming != NamingNodeExporter {
+		errs = append(errs, fmt.Errorf("naming: %q is not one of %s, %s", cfg.Naming, NamingOTel, NamingNodeExporter))
 	}
 	if cfg.SysfsRoot == "" {
 		errs = append(errs, errors.New(`sysfs_root must not be empty`))

@@ -57,7 +57,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{
 			name: "",
-			want: &Config{ControllerConfig: defaultCC, SysfsRoot: "/sys", HWCounters: DefaultHWCounters, ReadTimeout: DefaultReadTimeout},
+			want: &Config{ControllerConfig: defaultCC, SysfsRoot: "/sys", Naming: NamingOTel, HWCounters: DefaultHWCounters, ReadTimeout: DefaultReadTimeout},
 		},
 		{
 			name: "custom",
@@ -67,6 +67,7 @@ func TestLoadConfig(t *testing.T) {
 				Devices:          DeviceFilter{Include: []string{"mlx5_0", "mlx5_1"}, Exclude: []string{"mlx5_2"}},
 				HWCounters:       []string{"*"},
 				HostName:         "node-7",
+				Naming:           NamingOTel,
 				ReadTimeout:      2 * time.Second,
 			},
 		},

@@ -34,6 +34,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		ControllerConfig: cc,
 		SysfsRoot:        "/sys",
+		Naming:           NamingOTel,
 		HWCounters:       slices.Clone(DefaultHWCounters),
 		ReadTimeout:      DefaultReadTimeout,
 	}

@@ -167,6 +167,8 @@ type ibScraper struct {
 	gen           uint64
 	devices       map[string]*deviceState
 	missingLogged bool
+	// nodeExporter: naming node_exporter (nodeexporter.go)
+	nodeExporter bool
 }
 
 func newScraper(cfg *Config, set receiver.Settings) (*ibScraper, error) {
@@ -191,9 +193,13 @@ func newScraper(cfg *Config, set receiver.Settings) (*ibScraper, error) {
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
-	if len(cfg.HWCounters) == 1 && cfg.HWCounters[0] == AllHWCounters {
+	switch {
+	case cfg.Naming == NamingNodeExporter:
+		s.nodeExporter = true
+		s.readOpts = nodeExporterReadOptions()
+	case len(cfg.HWCounters) == 1 && cfg.HWCounters[0] == AllHWCounters:
 		s.readOpts.AllHWCounters = true
-	} else {
+	default:
 		s.readOpts.HWCounters = cfg.HWCounters
 	}
 	if len(cfg.Devices.Include) > 0 {
@@ -334,6 +340,7 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		deadline = c
 	}
 	expired := false
+	var neb *nodeExporterMetrics // naming: node_exporter, one resource for the scrape
 	for _, name := range started {
 		ds := s.devices[name]
 		if !expired {
@@ -369,6 +376,13 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 			continue
 		}
 		ds.gen = s.gen
+		if s.nodeExporter {
+			if neb == nil {
+				neb = s.newNodeExporterMetrics(md, now)
+			}
+			s.emitNodeExporter(neb, ds)
+			continue
+		}
 		s.emitDevice(ctx, rms.AppendEmpty(), ds, now, resetStart)
 	}
 	for name, ds := range s.devices {

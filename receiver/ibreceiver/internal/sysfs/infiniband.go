@@ -100,8 +100,8 @@ type Port struct {
 	PhysState   State
 	Rate        Rate
 	LinkLayer   Text
-	Counters    []Counter // files of counters/ named in PortCounterNames that exist
-	ExtCounters []Counter // files of counters_ext/ named in ExtCounterNames that exist
+	Counters    []Counter // files of counters/ named in PortCounterNames (or ReadOptions.Counters) that exist
+	ExtCounters []Counter // files of counters_ext/ named in ExtCounterNames (or ReadOptions.ExtCounters) that exist
 	HWCounters  []Counter // files of hw_counters/ (all, or those asked for)
 	Errs        []error   // directory listing errors (other than "does not exist")
 }
@@ -124,6 +124,10 @@ type ReadOptions struct {
 	// the directory except "lifespan" is read instead.
 	HWCounters    []string
 	AllHWCounters bool
+	// Counters and ExtCounters, when set, replace PortCounterNames and
+	// ExtCounterNames: the files of counters/ and counters_ext/ to read
+	// (node_exporter's set is larger).
+	Counters, ExtCounters []string
 }
 
 // Reader reads the InfiniBand class of one sysfs root. It reuses one read
@@ -225,8 +229,15 @@ func (r *Reader) readPort(portPath, name string, opts ReadOptions, p *Port) {
 	r.readRate(portPath+"/rate", &p.Rate)
 	r.readText(portPath, "link_layer", &p.LinkLayer)
 
-	p.Counters = r.readCounters(portPath+"/counters", PortCounterNames, p.Counters[:0])
-	p.ExtCounters = r.readCounters(portPath+"/counters_ext", ExtCounterNames, p.ExtCounters[:0])
+	counters, ext := PortCounterNames, ExtCounterNames
+	if opts.Counters != nil {
+		counters = opts.Counters
+	}
+	if opts.ExtCounters != nil {
+		ext = opts.ExtCounters
+	}
+	p.Counters = r.readCounters(portPath+"/counters", counters, p.Counters[:0])
+	p.ExtCounters = r.readCounters(portPath+"/counters_ext", ext, p.ExtCounters[:0])
 
 	hwPath := portPath + "/hw_counters"
 	hwNames := opts.HWCounters
