@@ -31,11 +31,15 @@ var extraFamilies = []string{"DCGM_EXP_GPU_UNRESPONSIVE"}
 // config can switch from dcgm-exporter to the agent. The help texts are
 // identical too: without a counters CSV (the built-in catalogue's) and with
 // the CSV the page's own fields were chosen with (dcgm-exporter's
-// DCGM_EXPORTER_COLLECTORS).
+// DCGM_EXPORTER_COLLECTORS). Since issue 31 also series by series: every
+// label value and sample value, on every real page of the fixtures (L4,
+// L40S, an A100 vGPU guest, a T4 saved without HELP/TYPE lines).
 func TestPrometheusEndpointMatchesDCGMExporter(t *testing.T) {
 	for _, fixture := range []string{
 		"cncf-k8s-ai-conformance_kops_NVIDIA-L4_dcgm-exporter-metrics.prom",
 		"cncf-k8s-ai-conformance_upcloud_NVIDIA-L40S_dcgm-exporter-metrics.prom",
+		"cncf-k8s-ai-conformance_vks_GRID-A100-10C_dcgm-exporter-metrics.prom",
+		"cncf-k8s-ai-conformance_ericsson-ccd_Tesla-T4_dcgm-exporter-metrics.prom",
 	} {
 		for _, withCSV := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/collectors_csv=%v", strings.Split(fixture, "_")[2], withCSV), func(t *testing.T) {
@@ -73,7 +77,12 @@ func TestPrometheusEndpointMatchesDCGMExporter(t *testing.T) {
 
 				// Help texts too, with or without the CSV: the built-in
 				// catalogue's are dcgm-exporter's default-counters.csv's.
+				// Series by series (issue 31): every label value and every
+				// sample value is the page's.
 				for _, d := range diffSeriesSets(want, got, true) {
+					t.Error(d)
+				}
+				for _, d := range diffSeriesValues(want, got) {
 					t.Error(d)
 				}
 			})
@@ -194,7 +203,11 @@ func countersCSVOf(page map[string]*dto.MetricFamily) []byte {
 	b.WriteString("# DCGM FIELD, Prometheus metric type, help message\n")
 	for _, name := range familyNames(page) {
 		f := page[name]
-		fmt.Fprintf(&b, "%s, %s, %q\n", name, strings.ToLower(f.GetType().String()), f.GetHelp())
+		typ := strings.ToLower(f.GetType().String())
+		if f.GetType() == dto.MetricType_UNTYPED {
+			typ = "gauge" // a page saved without TYPE lines
+		}
+		fmt.Fprintf(&b, "%s, %s, %q\n", name, typ, f.GetHelp())
 	}
 	b.WriteString("DCGM_FI_DRIVER_VERSION, label, Driver Version\n")
 	return []byte(b.String())
@@ -211,10 +224,13 @@ func diffSeriesSets(want, got map[string]*dto.MetricFamily, help bool) []string 
 			diffs = append(diffs, name+": missing on the agent's page")
 			continue
 		}
-		if w.GetType() != g.GetType() {
+		if w.GetType() == dto.MetricType_UNTYPED && w.GetHelp() == "" {
+			// a page saved without its HELP and TYPE lines (the T4's):
+			// nothing to compare them with
+		} else if w.GetType() != g.GetType() {
 			diffs = append(diffs, fmt.Sprintf("%s: type %s, dcgm-exporter's %s", name, g.GetType(), w.GetType()))
 		}
-		if help && w.GetHelp() != g.GetHelp() {
+		if help && w.GetHelp() != "" && w.GetHelp() != g.GetHelp() {
 			diffs = append(diffs, fmt.Sprintf("%s: help %q, dcgm-exporter's %q", name, g.GetHelp(), w.GetHelp()))
 		}
 		if ws, gs := labelSets(w), labelSets(g); !slices.Equal(ws, gs) {
@@ -224,6 +240,26 @@ func diffSeriesSets(want, got map[string]*dto.MetricFamily, help bool) []string 
 	for _, name := range familyNames(got) {
 		if _, ok := want[name]; !ok && !slices.Contains(extraFamilies, name) {
 			diffs = append(diffs, name+": on the agent's page, not on dcgm-exporter's")
+		}
+	}
+	return diffs
+}
+
+// diffSeriesValues lists the series of want whose labels (names and
+// values) or value got does not have.
+func diffSeriesValues(want, got map[string]*dto.MetricFamily) []string {
+	var diffs []string
+	for _, name := range familyNames(want) {
+		if got[name] == nil {
+			continue // diffSeriesSets says so
+		}
+		gs := seriesValues(got[name])
+		for labels, v := range seriesValues(want[name]) {
+			if gv, ok := gs[labels]; !ok {
+				diffs = append(diffs, fmt.Sprintf("%s{%s}: no such series on the agent's page", name, labels))
+			} else if gv != v {
+				diffs = append(diffs, fmt.Sprintf("%s{%s}: %v on the agent's page, %v on dcgm-exporter's", name, labels, gv, v))
+			}
 		}
 	}
 	return diffs
@@ -250,4 +286,42 @@ func familyNames(m map[string]*dto.MetricFamily) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// dcgm-exporter's README sample leaks DCGM_INT64_NOT_SUPPORTED
+// (9223372036854775794) as a value: a series dcgm-exporter itself drops
+// when it reads the field as not supported. The agent drops it and keeps
+// the other samples' values.
+func TestPrometheusEndpointDropsNotSupportedSentinels(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("testdata", "dcgm-exporter_README_quickstart-metrics-snippet.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen, proc := startAgentPage(t, page, "gpu-node-9", "")
+	var got map[string]*dto.MetricFamily
+	eventually(t, 60*time.Second, "the README sample's clocks on the agent's page", func() error {
+		resp, err := http.Get("http://" + listen + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(prommodel.UTF8Validation)
+		got, err = parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			return err
+		}
+		if got["DCGM_FI_DEV_SM_CLOCK"] == nil || got["DCGM_FI_DEV_MEM_CLOCK"] == nil {
+			return fmt.Errorf("clocks not on the page yet")
+		}
+		return nil
+	}, proc)
+	for name, want := range map[string]float64{"DCGM_FI_DEV_SM_CLOCK": 139, "DCGM_FI_DEV_MEM_CLOCK": 405} {
+		ms := got[name].GetMetric()
+		if len(ms) != 1 || ms[0].GetGauge().GetValue() != want {
+			t.Errorf("%s: %v, want one series of %v", name, ms, want)
+		}
+	}
+	if f := got["DCGM_FI_DEV_MEMORY_TEMP"]; f != nil {
+		t.Errorf("the not-supported sentinel is on the page: %v", f.GetMetric())
+	}
 }
