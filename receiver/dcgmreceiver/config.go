@@ -3,6 +3,7 @@ package dcgmreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgm
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
@@ -155,6 +156,11 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Naming != NamingOTel && cfg.Naming != NamingDCGMExporter {
 		errs = append(errs, fmt.Errorf("naming: %q is not one of %s, %s", cfg.Naming, NamingOTel, NamingDCGMExporter))
+	}
+	if cfg.Naming == NamingDCGMExporter {
+		// the drop-in: dcgm-exporter's own settings, carried over, are
+		// honoured or refused, never ignored (exporterenv.go)
+		errs = append(errs, refusedExporterEnv(os.Environ())...)
 	}
 	if cfg.Collectors != "" {
 		if _, err := newFieldSet(cfg.Collectors, cfg.Naming); err != nil {
