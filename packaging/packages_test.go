@@ -86,6 +86,8 @@ var specs = []spec{
 			{configs: []string{"/etc/otelcol-gpu/agent-kafka-tls-sasl.yaml"}, vars: map[string]string{"KAFKA_SASL_USERNAME": "agent", "KAFKA_SASL_PASSWORD": "secret"}},
 			{configs: []string{"/etc/otelcol-gpu/agent-otlp-auth.yaml"}, vars: map[string]string{"OTLP_BEARER_TOKEN": "token"}},
 			{configs: []string{"/etc/otelcol-gpu/agent-prometheus-endpoint.yaml"}},
+			// The standalone preset names its own configuration.
+			{envFile: "/usr/share/otelcol-gpu/agent-standalone.env"},
 			// The small-cluster example environment names its fragment.
 			{envFile: "/usr/share/otelcol-gpu/agent-small-cluster.env"},
 			{
@@ -99,6 +101,7 @@ var specs = []spec{
 			"/etc/otelcol-gpu/agent-otlp-auth.yaml",
 			"/etc/otelcol-gpu/agent-prometheus-endpoint.yaml",
 			"/etc/otelcol-gpu/agent-small-cluster-otlp-auth.yaml",
+			"/etc/otelcol-gpu/agent-standalone.yaml",
 			"/etc/otelcol-gpu/agent-small-cluster.yaml",
 			"/etc/otelcol-gpu/agent.env",
 			"/etc/otelcol-gpu/agent.yaml",
@@ -531,7 +534,14 @@ func checkInstalled(t *testing.T, r release, s spec, root string) {
 		assertMode(t, filepath.Join(root, s.sysusers), 0o644)
 		b, err := os.ReadFile(unit)
 		require.NoError(t, err)
-		assert.Contains(t, string(b), "\nExecStart=/usr/bin/"+s.name+" --config="+s.config+" ")
+		if s.name == "otelcol-gpu-agent" {
+			// the configuration the environment file chooses, agent.yaml by default
+			assert.Contains(t, string(b), "\nEnvironment=OTELCOL_GPU_CONFIG="+s.config+"\n")
+			assert.Contains(t, string(b), "\nExecStart=/usr/bin/"+s.name+" --config=${OTELCOL_GPU_CONFIG} ")
+		} else {
+			assert.Contains(t, string(b), "\nExecStart=/usr/bin/"+s.name+" --config="+s.config+" ")
+		}
+		assert.Contains(t, string(b), "\nExecReload=/bin/kill -HUP $MAINPID\n")
 		assert.Contains(t, string(b), "\nEnvironmentFile=-"+s.envFile+"\n")
 		verifyUnit(t, root, s.unit)
 	}
@@ -562,7 +572,13 @@ func validate(t *testing.T, root string, s spec, v validation) {
 	if envFile != "" {
 		env = readEnvFile(t, filepath.Join(root, envFile))
 	}
-	args := []string{"validate", "--config=" + filepath.Join(root, s.config)}
+	config := s.config
+	for _, kv := range env {
+		if c, ok := strings.CutPrefix(kv, "OTELCOL_GPU_CONFIG="); ok && c != "" {
+			config = c // the unit's --config=${OTELCOL_GPU_CONFIG}
+		}
+	}
+	args := []string{"validate", "--config=" + filepath.Join(root, config)}
 	for _, kv := range env {
 		if extra, ok := strings.CutPrefix(kv, "OTELCOL_GPU_EXTRA_ARGS="); ok {
 			for _, a := range strings.Fields(extra) {

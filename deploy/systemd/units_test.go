@@ -73,7 +73,14 @@ func TestUnitsHardened(t *testing.T) {
 			assert.Equal(t, "yes", svc("NoNewPrivileges"))
 			assert.Equal(t, "otelcol-gpu", svc("User"), "never root")
 			// /usr/bin: where the packages put the binary (packaging/).
-			assert.True(t, strings.HasPrefix(svc("ExecStart"), "/usr/bin/"+strings.TrimSuffix(name, ".service")+" --config=/etc/otelcol-gpu/"), svc("ExecStart"))
+			exec := svc("ExecStart")
+			if name == "otelcol-gpu-agent.service" {
+				// the environment file chooses the configuration, agent.yaml by default
+				assert.Equal(t, "OTELCOL_GPU_CONFIG=/etc/otelcol-gpu/agent.yaml", svc("Environment"))
+				exec = strings.Replace(exec, "${OTELCOL_GPU_CONFIG}", "/etc/otelcol-gpu/agent.yaml", 1)
+			}
+			assert.True(t, strings.HasPrefix(exec, "/usr/bin/"+strings.TrimSuffix(name, ".service")+" --config=/etc/otelcol-gpu/"), svc("ExecStart"))
+			assert.Equal(t, "/bin/kill -HUP $MAINPID", svc("ExecReload"), "the collector reloads its configuration on SIGHUP")
 			// Extra --config fragments from the environment file, zero or more words.
 			assert.True(t, strings.HasSuffix(svc("ExecStart"), " $OTELCOL_GPU_EXTRA_ARGS"), svc("ExecStart"))
 			assert.Equal(t, "multi-user.target", u.get("Install", "WantedBy"))
@@ -91,6 +98,15 @@ func TestUnitsHardened(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The GPU drop-in (GPU_SOURCE=nvml, DCGM_MODE=embedded) opens the NVIDIA
+// device groups and nothing else.
+func TestGPUDevicesDropIn(t *testing.T) {
+	u := parseUnit(t, "gpu-devices.conf")
+	assert.Equal(t, []string{"char-nvidia-frontend rw", "char-nvidia-caps r", "char-nvidia-uvm rw"}, u["Service"]["DeviceAllow"])
+	assert.Len(t, u["Service"], 1, "only DeviceAllow")
+	assert.Len(t, u, 1, "only [Service]")
 }
 
 // TestGoRuntimeFitsMemoryMax: each unit's MemoryMax is the cgroup limit the
@@ -161,12 +177,20 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, b, 0o644))
 		paths = append(paths, path)
 	}
+	// the agent's unit with the GPU drop-in's lines, as systemd merges them
+	agent, err := os.ReadFile(filepath.Join(dir, "otelcol-gpu-agent.service"))
+	require.NoError(t, err)
+	dropIn, err := os.ReadFile("gpu-devices.conf")
+	require.NoError(t, err)
+	withGPUs := filepath.Join(dir, "otelcol-gpu-agent-gpus.service")
+	require.NoError(t, os.WriteFile(withGPUs, append(append(agent, '\n'), dropIn...), 0o644))
+	paths = append(paths, withGPUs)
 	cmd := exec.Command(analyze, append([]string{"verify", "--man=no"}, paths...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "systemd-analyze verify: %s", out)
 	for _, line := range strings.Split(string(out), "\n") {
-		for _, name := range units {
+		for _, name := range append(units, "otelcol-gpu-agent-gpus.service") {
 			assert.NotContains(t, line, name, "systemd-analyze verify complains")
 		}
 	}
