@@ -8,11 +8,12 @@
 #   deploy/prometheus/rules.yaml          -> files/prometheus/rules.yaml
 #   deploy/grafana/dashboards/*.json      -> files/dashboards/
 #
-# Run it after changing any of those; deploy/kubernetes/chart_files_test.go
-# fails until the copies are byte-identical (and when a copy has no source
-# left). Then it regenerates deploy/kubernetes/rendered/ (the default
-# values' agent DaemonSet and gateway StatefulSet, which cmd/loadgen and
-# the load tests read) with helm ($HELM, else .tools/bin/helm).
+# Run it after changing any of those; TestChartFilesMatchSources
+# (deploy/kubernetes/chart_test.go) fails until the copies are
+# byte-identical (and when a copy has no source left). Then it
+# regenerates deploy/kubernetes/rendered/ (the default values' agent
+# DaemonSet and gateway StatefulSet, which cmd/loadgen and the load tests
+# read) with helm ($HELM, else .tools/bin/helm).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
