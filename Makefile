@@ -151,8 +151,13 @@ e2e-deps:
 	  $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
+# The docs check (test/docscheck) prints every stale statement as
+# file:line: the repository paths Markdown and the YAML comments under
+# distributions/ and deploy/ name, the count of dcgm built-in fields, and
+# README.md's Components table against the ocb manifests.
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run ./test/docscheck
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/... ./test/testbed/... ./test/loadtest/...
 	$(GO) vet -tags envtest,slurm ./exporter/... ./deploy/... ./receiver/dcgmreceiver/internal/podlabels/... ./extension/nodeauthextension/...
