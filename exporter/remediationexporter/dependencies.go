@@ -8,6 +8,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/decisionlog"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 )
 
@@ -31,6 +32,9 @@ type dependencies struct {
 	// name in it.
 	decisions *decisionlog.Log
 	replica   string
+	// kafkaHost gives the decision log's SASL OAUTHBEARER its token
+	// extension at Start (nil: no decision log).
+	kafkaHost *kafkaclient.Host
 }
 
 // clock is time, injectable so tests can fire the verification window.

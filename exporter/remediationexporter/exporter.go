@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/ownership"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
@@ -71,6 +72,7 @@ type remediationExporter struct {
 	// on whose publish failed, by key; holding, while set, collects the
 	// audit entries of the decision being made.
 	decisions   *decisionlog.Log
+	kafkaHost   *kafkaclient.Host
 	replica     string
 	unpublished map[string]*unpublished
 	holding     *[]audit.Entry
@@ -121,6 +123,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		state:         lifecycle.New(cfg.Cooldown),
 		releaseTimers: map[string]*releaseTimer{},
 		decisions:     deps.decisions,
+		kafkaHost:     deps.kafkaHost,
 		replica:       deps.replica,
 		unpublished:   map[string]*unpublished{},
 		recentFaults:  newFIFOIndex[recentFault](maxRecentFaults),
@@ -167,6 +170,9 @@ func (e *remediationExporter) platformName() string {
 // lives, then opens it for appending, and offers its controls to the
 // console when one is configured.
 func (e *remediationExporter) Start(_ context.Context, host component.Host) error {
+	if e.kafkaHost != nil {
+		e.kafkaHost.Set(host) // the decision log's OAUTHBEARER token extension
+	}
 	var cons console.Console
 	if e.cfg.Console != "" {
 		id, err := e.cfg.consoleID()

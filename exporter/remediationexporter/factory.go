@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/webhook"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kafkaclient"
 )
 
 var (
@@ -68,9 +69,11 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 	}
 	deps := dependencies{platform: platform, leader: leader, id: set.ID, replica: replicaID(set)}
 	if c.Decisions.Enabled() {
+		deps.kafkaHost = &kafkaclient.Host{}
 		deps.decisions, err = decisionlog.New(context.Background(), decisionlog.Options{
 			Client: configkafka.ClientConfig(c.Decisions.KafkaClientConfig), Topic: c.Decisions.Topic,
 			Retention: c.Decisions.Retention, MaxKeys: c.Decisions.MaxKeys, Timeout: c.Decisions.Timeout, Logger: set.Logger,
+			Host: deps.kafkaHost,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("remediationexporter: decisions: %w", err)

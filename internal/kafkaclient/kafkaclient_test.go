@@ -18,35 +18,39 @@ func TestOptions(t *testing.T) {
 	base := configkafka.NewDefaultClientConfig()
 	ctx := context.Background()
 
-	_, err := Options(ctx, configkafka.ClientConfig{}, nil)
+	_, err := Options(ctx, configkafka.ClientConfig{}, nil, nil)
 	require.ErrorContains(t, err, "brokers")
 
 	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
 		c := base
 		c.Authentication.SASL = &configkafka.SASLConfig{Mechanism: mech, Username: "u", Password: "p"}
-		opts, err := Options(ctx, c, nil)
+		opts, err := Options(ctx, c, nil, nil)
 		require.NoError(t, err, mech)
 		assert.Greater(t, len(opts), 1)
 	}
-	for _, mech := range []string{"OAUTHBEARER", "AWS_MSK_IAM_OAUTHBEARER"} {
+	for mech, want := range map[string]string{
+		"OAUTHBEARER":             "auth::sasl::oauthbearer_token_source: required",
+		"AWS_MSK_IAM_OAUTHBEARER": "auth::sasl::aws_msk::region: required",
+		"GSSAPI":                  `auth::sasl::mechanism "GSSAPI": not supported`,
+	} {
 		c := base
 		c.Authentication.SASL = &configkafka.SASLConfig{Mechanism: mech}
-		_, err := Options(ctx, c, nil)
-		require.ErrorContains(t, err, "auth::sasl::mechanism", mech)
+		_, err := Options(ctx, c, nil, nil)
+		require.ErrorContains(t, err, want, mech)
 	}
 	c := base
 	c.Authentication.Kerberos = &configkafka.KerberosConfig{}
-	_, err = Options(ctx, c, nil)
+	_, err = Options(ctx, c, nil, nil)
 	require.ErrorContains(t, err, "auth::kerberos")
 
 	c = base
 	c.TLS = &configtls.ClientConfig{Config: configtls.Config{CAFile: "/nonexistent/ca.pem"}}
-	_, err = Options(ctx, c, nil)
+	_, err = Options(ctx, c, nil, nil)
 	require.ErrorContains(t, err, "tls")
 
 	c = base
 	c.ProtocolVersion = "not-a-version"
-	_, err = Options(ctx, c, nil)
+	_, err = Options(ctx, c, nil, nil)
 	require.ErrorContains(t, err, "protocol_version")
 }
 
@@ -57,7 +61,7 @@ func TestUnsupportedSASLWithoutCredentials(t *testing.T) {
 	c.Authentication.SASL = &configkafka.SASLConfig{Mechanism: "SCRAM-SHA-512", Username: "gateway"}
 	errs := Unsupported(c)
 	require.Len(t, errs, 1)
-	assert.ErrorContains(t, errs[0], "auth::sasl: username and password are required")
+	assert.ErrorContains(t, errs[0], "auth::sasl: username and password are required for SCRAM-SHA-512")
 }
 
 // franz-go logs at the level the component's logger keeps, through it.

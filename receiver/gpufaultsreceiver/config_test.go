@@ -58,7 +58,7 @@ func TestLoadConfig(t *testing.T) {
 
 	for name, wants := range map[string][]string{
 		"kerberos":  {"auth::kerberos: not supported"},
-		"oauth":     {`auth::sasl::mechanism "OAUTHBEARER": not supported`},
+		"oauth":     {"auth::sasl::oauthbearer_token_source: required for OAUTHBEARER"},
 		"bad_times": {"heartbeat_interval (2s) must be below session_timeout (1s)", `initial_offset "middle"`, "retry_backoff::initial_interval (0s) must be positive"},
 		"no_topic":  {"topic must not be empty", "group_id must not be empty"},
 		"bad_member": {`member_name "gateway 0": at most 253 printable bytes without spaces`,

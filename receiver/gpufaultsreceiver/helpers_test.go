@@ -220,7 +220,7 @@ func marshalBody(t *testing.T, b string) []byte {
 // clientOptsForTest is the receiver's own client options for cfg, for a
 // producer that must pass the same TLS and SASL.
 func clientOptsForTest(t *testing.T, cfg *Config) ([]kgo.Opt, error) {
-	return kafkaclient.Options(context.Background(), cfg.ClientConfig, zaptest.NewLogger(t))
+	return kafkaclient.Options(context.Background(), cfg.ClientConfig, nil, zaptest.NewLogger(t))
 }
 
 func produceRaw(t *testing.T, cl *kgo.Client, p int32, value []byte) {

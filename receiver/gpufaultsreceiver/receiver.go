@@ -126,7 +126,9 @@ func (r *gpuFaultsReceiver) Start(ctx context.Context, host component.Host) erro
 	if r.withdraw, err = seam.Offer(r.id, r); err != nil {
 		return fmt.Errorf("gpufaultsreceiver: %w", err)
 	}
-	opts, err := kafkaclient.Options(ctx, r.cfg.ClientConfig, r.logger)
+	kafkaHost := &kafkaclient.Host{}
+	kafkaHost.Set(host)
+	opts, err := kafkaclient.Options(ctx, r.cfg.ClientConfig, kafkaHost, r.logger)
 	if err != nil {
 		return fmt.Errorf("gpufaultsreceiver: %w", err)
 	}

@@ -42,6 +42,9 @@ type Options struct {
 	// Timeout bounds one Publish (the record's delivery timeout).
 	Timeout time.Duration
 	Logger  *zap.Logger
+	// Host gives SASL OAUTHBEARER its token extension once the exporter
+	// has started (nil: none).
+	Host *kafkaclient.Host
 	// Extra franz-go options (tests).
 	Extra []kgo.Opt
 }
@@ -61,7 +64,7 @@ type Log struct {
 
 // New builds the client; it connects on first use.
 func New(ctx context.Context, o Options) (*Log, error) {
-	opts, err := kafkaclient.Options(ctx, o.Client, nil)
+	opts, err := kafkaclient.Options(ctx, o.Client, o.Host, nil)
 	if err != nil {
 		return nil, err
 	}
