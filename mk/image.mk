@@ -62,7 +62,7 @@ else
 $(error IMAGE_BASE=$(IMAGE_BASE): use upstream (the default) or local)
 endif
 
-.PHONY: image image-deps image-local-base image-archives image-test image-vars $(addprefix image-,$(IMAGES))
+.PHONY: image image-deps image-local-base image-archives image-push image-test image-vars $(addprefix image-,$(IMAGES))
 
 image: $(addprefix image-,$(IMAGES))
 
@@ -99,6 +99,27 @@ image-archives: image
 	  a=$(DIST)/$${i}_$(VERSION)_linux_$(IMAGE_ARCH).oci.tar; rm -f $$a; \
 	  $(BUILDAH) $(BUILDAH_FLAGS) push --quiet $(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG) oci-archive:$$a:$(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG); \
 	  echo "$$a"; \
+	done
+
+# Into a cluster: push the images to the registry its nodes pull from, then
+# set the chart's image.registry (deploy/README.md, "Kubernetes"):
+#
+#   make image-push REGISTRY=registry.example.com/otelcol-gpu
+#
+# Each image goes to $(REGISTRY)/<name>:$(IMAGE_TAG); its digest is written to
+# $(DIST)/<name>.digest and printed as <name>@sha256:..., to pin in the
+# chart (image.digest). Credentials: buildah's (buildah login, or
+# REGISTRY_AUTH_FILE). IMAGE_PUSH_TLS_VERIFY=false only for a registry on
+# loopback or a lab network.
+IMAGE_PUSH_TLS_VERIFY ?= true
+
+image-push: image
+	@test -n "$(REGISTRY)" || { echo "image-push: set REGISTRY=host[:port][/path], the registry your cluster pulls from" >&2; exit 1; }
+	@mkdir -p $(DIST)
+	@set -e; for i in $(IMAGES); do \
+	  $(BUILDAH) $(BUILDAH_FLAGS) push --quiet --tls-verify=$(IMAGE_PUSH_TLS_VERIFY) --digestfile $(DIST)/$$i.digest \
+	    $(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG) docker://$(REGISTRY)/$$i:$(IMAGE_TAG); \
+	  echo "$(REGISTRY)/$$i:$(IMAGE_TAG) $(REGISTRY)/$$i@$$(cat $(DIST)/$$i.digest)"; \
 	done
 
 # The image check (deploy/container/image_test.go): builds the images on the
