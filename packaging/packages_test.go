@@ -154,9 +154,14 @@ var specs = []spec{
 		conffiles: []string{
 			"/etc/otelcol-gpu/otelcol-gpu-console.yaml",
 			"/etc/otelcol-gpu/otelcol-gpu-remote-write.yaml",
+			"/etc/otelcol-gpu/otelcol-gpu.env",
 			"/etc/otelcol-gpu/otelcol-gpu.yaml",
 		},
-		dcgm: true,
+		envFile:  "/etc/otelcol-gpu/otelcol-gpu.env",
+		unit:     "otelcol-gpu.service",
+		sysusers: "/usr/lib/sysusers.d/otelcol-gpu.conf",
+		tmpfiles: "/usr/lib/tmpfiles.d/otelcol-gpu.conf",
+		dcgm:     true,
 	},
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/deploy/internal/gomemlimit"
 )
 
-var units = []string{"otelcol-gpu-agent.service", "otelcol-gpu-gateway.service"}
+var units = []string{"otelcol-gpu-agent.service", "otelcol-gpu-gateway.service", "otelcol-gpu.service"}
 
 // unit is a parsed unit file: section -> key -> values in order (a key may
 // repeat).
@@ -84,12 +84,13 @@ func TestUnitsHardened(t *testing.T) {
 			// Extra --config fragments from the environment file, zero or more words.
 			assert.True(t, strings.HasSuffix(svc("ExecStart"), " $OTELCOL_GPU_EXTRA_ARGS"), svc("ExecStart"))
 			assert.Equal(t, "multi-user.target", u.get("Install", "WantedBy"))
-			if name == "otelcol-gpu-agent.service" {
+			if name != "otelcol-gpu-gateway.service" {
 				// kmsg needs CAP_SYSLOG under dmesg_restrict, nothing else does.
 				assert.Equal(t, "CAP_SYSLOG", svc("AmbientCapabilities"))
 				assert.Equal(t, "CAP_SYSLOG", svc("CapabilityBoundingSet"))
 				assert.Equal(t, "/dev/kmsg r", svc("DeviceAllow"))
-				assert.Equal(t, "-/etc/otelcol-gpu/agent.env", svc("EnvironmentFile"))
+				env := map[string]string{"otelcol-gpu-agent.service": "agent.env", "otelcol-gpu.service": "otelcol-gpu.env"}[name]
+				assert.Equal(t, "-/etc/otelcol-gpu/"+env, svc("EnvironmentFile"))
 			} else {
 				assert.Empty(t, svc("AmbientCapabilities"), "the gateway needs no capability")
 				assert.Contains(t, u["Service"], "CapabilityBoundingSet")
@@ -113,9 +114,10 @@ func TestGPUDevicesDropIn(t *testing.T) {
 // memory_limiter of its shipped config reads, and the GOMEMLIMIT of its
 // environment file sits below the limiter's soft limit.
 func TestGoRuntimeFitsMemoryMax(t *testing.T) {
-	for _, component := range []string{"agent", "gateway"} {
+	for component, unitFile := range map[string]string{"agent": "otelcol-gpu-agent.service", "gateway": "otelcol-gpu-gateway.service",
+		"otelcol-gpu": "otelcol-gpu.service"} {
 		t.Run(component, func(t *testing.T) {
-			u := parseUnit(t, "otelcol-gpu-"+component+".service")
+			u := parseUnit(t, unitFile)
 			memoryMax, err := gomemlimit.ParseSystemd(u.get("Service", "MemoryMax"))
 			require.NoError(t, err)
 
