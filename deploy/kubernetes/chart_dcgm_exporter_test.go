@@ -115,7 +115,8 @@ func TestChartDCGMExporterDropIn(t *testing.T) {
 func TestChartDCGMExporterDropInRefusals(t *testing.T) {
 	for _, tc := range []struct{ values, want string }{
 		{"agent:\n  prometheusEndpoint: {enabled: true}\ndcgm:\n  source: exporter\n", "agent.prometheusEndpoint.enabled: not with dcgm.source exporter"},
-		{"agent:\n  dcgm: {naming: prometheus}\n", `agent.dcgm.naming: "prometheus" is neither otel nor dcgm_exporter`},
+		// values.schema.json refuses it first, naming the value and its choices.
+		{"agent:\n  dcgm: {naming: prometheus}\n", `at '/agent/dcgm/naming': value must be one of 'otel', 'dcgm_exporter'`},
 		{"agent:\n  dcgm: {collectorsForMainPipeline: true}\n", "agent.dcgm.collectorsForMainPipeline: needs agent.dcgm.collectorsCSV"},
 	} {
 		file := filepath.Join(t.TempDir(), "v.yaml")

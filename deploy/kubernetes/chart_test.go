@@ -270,9 +270,9 @@ func TestChartValuesDocumented(t *testing.T) {
 	walk = func(prefix string, v any) {
 		m, ok := v.(map[string]any)
 		// Kubernetes fields taken whole (a node selector, resources,
-		// labels) are one value.
+		// labels, security contexts) are one value.
 		last := prefix[strings.LastIndex(prefix, ".")+1:]
-		if !ok || len(m) == 0 || slices.Contains([]string{"nodeSelector", "resources", "labels", "annotations"}, last) {
+		if !ok || len(m) == 0 || slices.Contains([]string{"nodeSelector", "resources", "labels", "annotations", "securityContext", "podSecurityContext", "affinity"}, last) {
 			paths = append(paths, prefix)
 			return
 		}

@@ -14,14 +14,14 @@ import (
 func TestDeployedRuntimeOfTheBaseGateway(t *testing.T) {
 	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "rendered", "gateway-statefulset.yaml"), "gateway")
 	require.NoError(t, err)
-	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOGC=200", "GOMEMLIMIT=4400MiB"}, env)
+	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOGC=200", "GOMEMLIMIT=4423MiB"}, env)
 }
 
 // And the agent as the base DaemonSet does.
 func TestDeployedRuntimeOfTheBaseAgent(t *testing.T) {
 	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "rendered", "agent-daemonset.yaml"), "agent")
 	require.NoError(t, err)
-	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOMEMLIMIT=140MiB"}, env)
+	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOMEMLIMIT=138MiB"}, env)
 }
 
 func writeStatefulSet(t *testing.T, container string) string {

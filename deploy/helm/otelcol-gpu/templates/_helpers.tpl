@@ -13,8 +13,70 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- end }}
 
+{{/*
+An image reference: .image (images.<name>), .global (.Values.global), .chart.
+global.imageRegistry replaces the registry of a repository that names one
+(its first part has a dot or a colon, or is localhost, as Docker reads it)
+and prefixes one that does not; a digest gives repository@digest.
+*/}}
 {{- define "otelcol-gpu.image" -}}
-{{ .image.repository }}:{{ .image.tag | default .chart.AppVersion }}
+{{- $repo := .image.repository -}}
+{{- with (.global | default dict).imageRegistry -}}
+{{- $parts := splitn "/" 2 $repo -}}
+{{- if and $parts._1 (or (contains "." $parts._0) (contains ":" $parts._0) (eq $parts._0 "localhost")) -}}
+{{- $repo = $parts._1 -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{ $repo }}@{{ .image.digest }}
+{{- else -}}
+{{ $repo }}:{{ .image.tag | default .chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/*
+GOMEMLIMIT of .who (agent, gateway): its goMemLimit, or else 54 % of its
+container's memory limit in MiB, which is 90 % of the memory_limiter's soft
+limit, (80 % - 20 %) of the limit (deploy/internal/gomemlimit holds every
+rendered value to between 80 % and 100 % of that soft limit).
+*/}}
+{{- define "otelcol-gpu.goMemLimit" -}}
+{{- $v := index .Values .who -}}
+{{- if $v.goMemLimit -}}
+{{ $v.goMemLimit }}
+{{- else -}}
+{{- $limit := toString ((($v.resources | default dict).limits | default dict).memory | default "") -}}
+{{- if not $limit -}}
+{{- fail (printf "%s.goMemLimit: empty, and %s.resources.limits.memory is not set to derive it from: set the memory limit (the memory_limiter's percentages are of it) or goMemLimit" .who .who) -}}
+{{- end -}}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$" $limit) -}}
+{{- fail (printf "%s.resources.limits.memory: %q is not a quantity GOMEMLIMIT can be derived from (a number with Ki, Mi, Gi, Ti, k, M, G or T): write it so, or set %s.goMemLimit" .who $limit .who) -}}
+{{- end -}}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- $number := regexReplaceAll "^([0-9.]+)([A-Za-z]*)$" $limit "${1}" -}}
+{{- $unit := regexReplaceAll "^([0-9.]+)([A-Za-z]*)$" $limit "${2}" -}}
+{{- $mib := floor (divf (mulf (float64 $number) (index $units $unit) 54) (mul 100 1048576)) | int64 -}}
+{{- if lt $mib 1 -}}
+{{- fail (printf "%s.resources.limits.memory: %s is too small to run the collector (GOMEMLIMIT would be under 1MiB)" .who $limit) -}}
+{{- end -}}
+{{ $mib }}MiB
+{{- end -}}
+{{- end }}
+
+{{/*
+A pod template's labels and annotations: .fixed (the chart's: the
+selector's labels, the config checksum) over .extra (podLabels,
+podAnnotations of .key), which may not restate them.
+*/}}
+{{- define "otelcol-gpu.podMeta" -}}
+{{- $extra := .extra | default dict -}}
+{{- range $k, $_ := .fixed -}}
+{{- if hasKey $extra $k -}}
+{{- fail (printf "%s: %q is the chart's (the selector's, or the config checksum): leave it out" $.key $k) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (merge (deepCopy .fixed) $extra) -}}
 {{- end }}
 
 {{/* The endpoints ConfigMap's data, also hashed into the pod templates. */}}
@@ -266,5 +328,32 @@ group elects; the small-cluster central is one replica that acts alone.
     defaultMode: 0440
     items:
       - {key: {{ .Values.gateway.console.forward.caSecret.key }}, path: ca.crt}
+{{- end }}
+{{- end }}
+
+{{/*
+A ServiceMonitor endpoint's scrape settings from .sm (serviceMonitor or
+agent.prometheusEndpoint.serviceMonitor), with the job label .job first
+among the relabelings: the rules and dashboards select it.
+*/}}
+{{- define "otelcol-gpu.serviceMonitorEndpoint" -}}
+interval: {{ .sm.interval }}
+{{- with .sm.scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- if .sm.honorLabels }}
+honorLabels: true
+{{- end }}
+relabelings:
+  # The job the rules and dashboards expect, not the Service's name.
+  - action: replace
+    targetLabel: job
+    replacement: {{ .job }}
+  {{- with .sm.relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .sm.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
