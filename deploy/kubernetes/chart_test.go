@@ -59,6 +59,9 @@ const (
 	// the small-cluster mode, whose central has a NetworkPolicy.
 	consoleScenario             = "console"
 	smallClusterConsoleScenario = "small-cluster-console"
+	// standaloneScenario: the agent alone, no gateway
+	// (ci/standalone-values.yaml, agent.mode standalone).
+	standaloneScenario = "standalone"
 )
 
 var scenarios = []scenario{
@@ -69,6 +72,7 @@ var scenarios = []scenario{
 	{dcgmExporterDropInScenario, []string{"dcgm-exporter-dropin-values.yaml"}},
 	{consoleScenario, []string{"console-values.yaml"}},
 	{smallClusterConsoleScenario, []string{"small-cluster-values.yaml", "console-values.yaml"}},
+	{standaloneScenario, []string{"standalone-values.yaml"}},
 	{defaultScenario, nil},
 }
 

@@ -206,9 +206,7 @@ func TestEnvtestChart(t *testing.T) {
 					assert.Equal(t, "otelcol-gpu", o.GetLabels()["app.kubernetes.io/part-of"], "%s %s: label app.kubernetes.io/part-of", o.GetKind(), o.GetName())
 				}
 			}
-			checkAgent(t, objs, overlay)
-			checkGateway(t, objs, overlay)
-			checkMonitoring(t, objs, overlay)
+			checkScenario(t, objs, overlay)
 			if overlay == defaultScenario {
 				ns := typed[corev1.Namespace](t, objs, "Namespace", releaseNamespace)
 				assert.Equal(t, "privileged", ns.Labels["pod-security.kubernetes.io/enforce"], "hostPath volumes and CAP_SYSLOG")

@@ -357,3 +357,42 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+agent.mode standalone: the agent runs distributions/agent/standalone.yaml
+alone (step 1 of adoption: dcgm-exporter's page and node-local fault
+records, no Kafka, no gateway, no queue); the gateway is not rendered.
+"true" or empty; the checks fail naming the value that cannot go with it.
+*/}}
+{{- define "otelcol-gpu.standalone" -}}
+{{- $mode := .Values.agent.mode | default "pipeline" -}}
+{{- if not (has $mode (list "pipeline" "standalone")) -}}
+{{- fail (printf "agent.mode: %q is neither pipeline nor standalone" $mode) -}}
+{{- end -}}
+{{- if eq $mode "standalone" -}}
+{{- if .Values.smallCluster.enabled -}}
+{{- fail "agent.mode: standalone sends nowhere; smallCluster.enabled sends to a central gateway: choose one (standalone is step 1, small-cluster or Kafka step 2)" -}}
+{{- end -}}
+{{- if .Values.agent.otlp.auth.enabled -}}
+{{- fail "agent.otlp.auth.enabled: standalone.yaml has no OTLP receiver (agent.mode standalone)" -}}
+{{- end -}}
+{{- if .Values.agent.dcgm.podLabels -}}
+{{- fail "agent.dcgm.podLabels: standalone.yaml's page has no pod attribution (agent.mode standalone); it needs agent.mode pipeline with agent.prometheusEndpoint" -}}
+{{- end -}}
+{{- if .Values.agent.dcgm.collectorsForMainPipeline -}}
+{{- fail "agent.dcgm.collectorsForMainPipeline: there is no main pipeline in agent.mode standalone (agent.dcgm.collectorsCSV chooses the page's fields)" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end }}
+{{/* "true" when the gateway objects are rendered: gateway.enabled, not standalone. */}}
+{{- define "otelcol-gpu.gatewayEnabled" -}}
+{{- if and .Values.gateway.enabled (not (include "otelcol-gpu.standalone" .)) }}true{{ end -}}
+{{- end }}
+{{- define "otelcol-gpu.agentEnabled" -}}
+{{- if .Values.agent.enabled }}true{{ end -}}
+{{- end }}
+{{/* "true" when the agents serve dcgm-exporter's page: always in standalone. */}}
+{{- define "otelcol-gpu.agentPage" -}}
+{{- if or .Values.agent.prometheusEndpoint.enabled (include "otelcol-gpu.standalone" .) }}true{{ end -}}
+{{- end }}
