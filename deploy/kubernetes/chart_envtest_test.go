@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -258,21 +257,7 @@ func TestHelmInstall(t *testing.T) {
 	c := newAPIClient(t, cfg)
 	ctx := context.Background()
 
-	admin, err := env.AddUser(envtest.User{Name: "helm", Groups: []string{"system:masters"}}, nil)
-	require.NoError(t, err)
-	kubeconfig, err := admin.KubeConfig()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	require.NoError(t, os.WriteFile(kubeconfigPath, kubeconfig, 0o600))
-	// helm's own state (cache, repositories) in the test's directory, and
-	// the API server only through that kubeconfig.
-	helmEnv := []string{
-		"KUBECONFIG=" + kubeconfigPath,
-		"HELM_CACHE_HOME=" + filepath.Join(dir, "cache"),
-		"HELM_CONFIG_HOME=" + filepath.Join(dir, "config"),
-		"HELM_DATA_HOME=" + filepath.Join(dir, "data"),
-	}
+	helmEnv := helmAgainst(t, env)
 
 	s := scenarioByName(t, productionScenario)
 	// deploy/README.md, "Kubernetes": the command it shows.

@@ -1,0 +1,126 @@
+//go:build envtest
+
+package kubernetes
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// helmAgainst is the environment of a helm CLI that reaches env's API
+// server only, through a kubeconfig for a user of system:masters, with its
+// own state (cache, repositories) in the test's directory.
+func helmAgainst(t *testing.T, env *envtest.Environment) []string {
+	t.Helper()
+	admin, err := env.AddUser(envtest.User{Name: "helm", Groups: []string{"system:masters"}}, nil)
+	require.NoError(t, err)
+	kubeconfig, err := admin.KubeConfig()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	kubeconfigPath := filepath.Join(dir, "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfigPath, kubeconfig, 0o600))
+	return []string{
+		"KUBECONFIG=" + kubeconfigPath,
+		"HELM_CACHE_HOME=" + filepath.Join(dir, "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(dir, "config"),
+		"HELM_DATA_HOME=" + filepath.Join(dir, "data"),
+	}
+}
+
+// TestHelmUpgradeGatewayPersistence: UPGRADING.md's procedure, with the
+// real helm CLI against the envtest API server. Turning
+// gateway.persistence on changes the StatefulSet's volumeClaimTemplates,
+// which the API server refuses to update, so helm upgrade fails saying
+// so; after the StatefulSet is deleted with --cascade=orphan the same
+// upgrade passes and the gateways' data is a claim.
+func TestHelmUpgradeGatewayPersistence(t *testing.T) {
+	cfg, env := startAPIServer(t)
+	c := newAPIClient(t, cfg)
+	ctx := context.Background()
+	helmEnv := helmAgainst(t, env)
+	s := scenarioByName(t, devScenario)
+	base := append([]string{releaseName, chartDir, "--namespace", releaseNamespace}, s.valuesArgs()...)
+
+	out := runHelm(t, helmEnv, append([]string{"install", "--create-namespace"}, base...)...)
+	assert.Contains(t, string(out), "STATUS: deployed")
+	sts := gatewayStatefulSet(t, c)
+	assert.Empty(t, sts.Spec.VolumeClaimTemplates, "persistence off: an emptyDir")
+
+	persist := append([]string{"upgrade"}, append(base, "--set", "gateway.persistence.enabled=true")...)
+	var stderr strings.Builder
+	cmd := exec.Command(helmBin(t), persist...)
+	cmd.Env = append(os.Environ(), helmEnv...)
+	cmd.Stderr = &stderr
+	_, err := cmd.Output()
+	require.Error(t, err, "helm upgrade changed volumeClaimTemplates in place")
+	for _, want := range []string{`StatefulSet.apps "otelcol-gpu-gateway" is invalid: spec.volumeClaimTemplates`, "field is immutable"} {
+		assert.Contains(t, stderr.String(), want, "the error UPGRADING.md quotes")
+	}
+
+	// kubectl delete statefulset otelcol-gpu-gateway --cascade=orphan.
+	// envtest runs no garbage collector, whose part is to orphan the pods
+	// (there are none: no controllers run either) and then drop the
+	// orphan finalizer: the test drops it.
+	res, err := c.resource(toUnstructured(t, sts))
+	require.NoError(t, err)
+	orphan := metav1.DeletePropagationOrphan
+	require.NoError(t, res.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan}))
+	left, err := res.Get(ctx, sts.Name, metav1.GetOptions{})
+	if err == nil {
+		assert.Contains(t, left.GetFinalizers(), metav1.FinalizerOrphanDependents, "deleted with --cascade=orphan")
+		_, err = res.Patch(ctx, sts.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+		t.Logf("StatefulSet deleted with propagation Orphan; its orphan finalizer dropped as the garbage collector would")
+	}
+
+	out = runHelm(t, helmEnv, persist...)
+	assert.Contains(t, string(out), "STATUS: deployed")
+	sts = gatewayStatefulSet(t, c)
+	require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
+	assert.Equal(t, "data", sts.Spec.VolumeClaimTemplates[0].Name)
+	assert.False(t, slices.ContainsFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" }),
+		"the data volume is the claim, not an emptyDir")
+	status := runHelm(t, helmEnv, "status", releaseName, "--namespace", releaseNamespace)
+	assert.Contains(t, string(status), "STATUS: deployed")
+}
+
+// gatewayStatefulSet reads the gateway StatefulSet from the API server.
+func gatewayStatefulSet(t *testing.T, c *apiClient) *appsv1.StatefulSet {
+	t.Helper()
+	ref := &unstructured.Unstructured{}
+	ref.SetAPIVersion("apps/v1")
+	ref.SetKind("StatefulSet")
+	ref.SetNamespace(releaseNamespace)
+	res, err := c.resource(ref)
+	require.NoError(t, err)
+	got, err := res.Get(context.Background(), "otelcol-gpu-gateway", metav1.GetOptions{})
+	require.NoError(t, err)
+	sts := &appsv1.StatefulSet{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, sts))
+	return sts
+}
+
+func toUnstructured(t *testing.T, sts *appsv1.StatefulSet) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sts)
+	require.NoError(t, err)
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("apps/v1")
+	u.SetKind("StatefulSet")
+	return u
+}
