@@ -108,7 +108,8 @@ image-archives: image
 #
 # Each image goes to $(REGISTRY)/<name>:$(IMAGE_TAG); its digest is written to
 # $(DIST)/<name>.digest and printed as <name>@sha256:..., to pin in the
-# chart (image.digest). Credentials: buildah's (buildah login, or
+# chart (images.<agent|gateway>.digest). With REGISTRY=<host>/otelcol-gpu the
+# chart finds them under global.imageRegistry=<host>. Credentials: buildah's (buildah login, or
 # REGISTRY_AUTH_FILE). IMAGE_PUSH_TLS_VERIFY=false only for a registry on
 # loopback or a lab network.
 IMAGE_PUSH_TLS_VERIFY ?= true
