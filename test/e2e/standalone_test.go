@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -118,5 +119,27 @@ func TestStandaloneAgentNeedsNothingElse(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(storage); len(entries) != 0 {
 		t.Errorf("the standalone agent wrote under its storage directory: %v", entries)
+	}
+}
+
+// Issue 31: the shipped binary's validate refuses a bare number where a Go
+// duration is read (GPU_COLLECTION_INTERVAL=10 is 10 ns), naming the key,
+// and accepts dcgm-exporter's DCGM_EXPORTER_INTERVAL in milliseconds.
+func TestValidateRefusesABareNumberInterval(t *testing.T) {
+	agent := binary(t, "otelcol-gpu-agent")
+	dir := filepath.Join(repoRoot(t), "distributions", "agent")
+	cmd := exec.Command(agent, "validate", "--config", filepath.Join(dir, "config.yaml"))
+	cmd.Env = append(os.Environ(), "GPU_COLLECTION_INTERVAL=10")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("validate accepted GPU_COLLECTION_INTERVAL=10:\n%s", out)
+	}
+	if !strings.Contains(string(out), "collection_interval: 10ns is under the 100ms floor") {
+		t.Errorf("validate's error does not name the key and the floor:\n%s", out)
+	}
+	cmd = exec.Command(agent, "validate", "--config", filepath.Join(dir, "standalone.yaml"))
+	cmd.Env = append(os.Environ(), "DCGM_EXPORTER_INTERVAL=30000")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("validate refused DCGM_EXPORTER_INTERVAL=30000 (30 s): %v\n%s", err, out)
 	}
 }
