@@ -124,3 +124,48 @@ func toUnstructured(t *testing.T, sts *appsv1.StatefulSet) *unstructured.Unstruc
 	u.SetKind("StatefulSet")
 	return u
 }
+
+// Issue 31: a helm upgrade rolls a workload's pods only where its own
+// configuration changed. The pod templates carry their config's checksum:
+// an upgrade with the same values leaves both templates as they were
+// (generation unchanged), one that changes the agent's configuration only
+// changes the DaemonSet's template and leaves the gateway's.
+func TestHelmUpgradeRollsOnlyWhatChanged(t *testing.T) {
+	cfg, env := startAPIServer(t)
+	c := newAPIClient(t, cfg)
+	helmEnv := helmAgainst(t, env)
+	s := scenarioByName(t, devScenario)
+	base := append([]string{releaseName, chartDir, "--namespace", releaseNamespace}, s.valuesArgs()...)
+	runHelm(t, helmEnv, append([]string{"install", "--create-namespace"}, base...)...)
+	ds0, sts0 := agentDaemonSet(t, c), gatewayStatefulSet(t, c)
+
+	runHelm(t, helmEnv, append([]string{"upgrade"}, base...)...)
+	ds1, sts1 := agentDaemonSet(t, c), gatewayStatefulSet(t, c)
+	assert.Equal(t, ds0.Generation, ds1.Generation, "the same values: the agents' template unchanged")
+	assert.Equal(t, sts0.Generation, sts1.Generation, "the same values: the gateways' template unchanged")
+
+	agentChange := append(append([]string{"upgrade"}, base...),
+		"--set-json", `agent.extraConfig={"processors":{"batch":{"timeout":"2s"}}}`)
+	runHelm(t, helmEnv, agentChange...)
+	ds2, sts2 := agentDaemonSet(t, c), gatewayStatefulSet(t, c)
+	assert.Greater(t, ds2.Generation, ds1.Generation, "the agents' configuration changed: their template too")
+	assert.NotEqual(t, ds1.Spec.Template.Annotations["checksum/config"], ds2.Spec.Template.Annotations["checksum/config"])
+	assert.Equal(t, sts1.Generation, sts2.Generation, "the gateways' configuration did not change: their pods stay")
+	assert.Equal(t, sts1.Spec.Template.Annotations, sts2.Spec.Template.Annotations)
+}
+
+// agentDaemonSet reads the agent DaemonSet from the API server.
+func agentDaemonSet(t *testing.T, c *apiClient) *appsv1.DaemonSet {
+	t.Helper()
+	ref := &unstructured.Unstructured{}
+	ref.SetAPIVersion("apps/v1")
+	ref.SetKind("DaemonSet")
+	ref.SetNamespace(releaseNamespace)
+	res, err := c.resource(ref)
+	require.NoError(t, err)
+	got, err := res.Get(context.Background(), "otelcol-gpu-agent", metav1.GetOptions{})
+	require.NoError(t, err)
+	ds := &appsv1.DaemonSet{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, ds))
+	return ds
+}
