@@ -101,18 +101,28 @@ func TestHelmUpgradeGatewayPersistence(t *testing.T) {
 
 // gatewayStatefulSet reads the gateway StatefulSet from the API server.
 func gatewayStatefulSet(t *testing.T, c *apiClient) *appsv1.StatefulSet {
+	return readObject[appsv1.StatefulSet](t, c, "StatefulSet", "otelcol-gpu-gateway")
+}
+
+// agentDaemonSet reads the agent DaemonSet from the API server.
+func agentDaemonSet(t *testing.T, c *apiClient) *appsv1.DaemonSet {
+	return readObject[appsv1.DaemonSet](t, c, "DaemonSet", "otelcol-gpu-agent")
+}
+
+// readObject reads the release namespace's apps/v1 object kind/name.
+func readObject[T any](t *testing.T, c *apiClient, kind, name string) *T {
 	t.Helper()
 	ref := &unstructured.Unstructured{}
 	ref.SetAPIVersion("apps/v1")
-	ref.SetKind("StatefulSet")
+	ref.SetKind(kind)
 	ref.SetNamespace(releaseNamespace)
 	res, err := c.resource(ref)
 	require.NoError(t, err)
-	got, err := res.Get(context.Background(), "otelcol-gpu-gateway", metav1.GetOptions{})
+	got, err := res.Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
-	sts := &appsv1.StatefulSet{}
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, sts))
-	return sts
+	obj := new(T)
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, obj))
+	return obj
 }
 
 func toUnstructured(t *testing.T, sts *appsv1.StatefulSet) *unstructured.Unstructured {
@@ -152,20 +162,4 @@ func TestHelmUpgradeRollsOnlyWhatChanged(t *testing.T) {
 	assert.NotEqual(t, ds1.Spec.Template.Annotations["checksum/config"], ds2.Spec.Template.Annotations["checksum/config"])
 	assert.Equal(t, sts1.Generation, sts2.Generation, "the gateways' configuration did not change: their pods stay")
 	assert.Equal(t, sts1.Spec.Template.Annotations, sts2.Spec.Template.Annotations)
-}
-
-// agentDaemonSet reads the agent DaemonSet from the API server.
-func agentDaemonSet(t *testing.T, c *apiClient) *appsv1.DaemonSet {
-	t.Helper()
-	ref := &unstructured.Unstructured{}
-	ref.SetAPIVersion("apps/v1")
-	ref.SetKind("DaemonSet")
-	ref.SetNamespace(releaseNamespace)
-	res, err := c.resource(ref)
-	require.NoError(t, err)
-	got, err := res.Get(context.Background(), "otelcol-gpu-agent", metav1.GetOptions{})
-	require.NoError(t, err)
-	ds := &appsv1.DaemonSet{}
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, ds))
-	return ds
 }

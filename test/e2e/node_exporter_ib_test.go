@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"math"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -68,17 +65,12 @@ func TestInfiniBandPageMatchesNodeExporter(t *testing.T) {
 }
 
 func infinibandFamilies(t *testing.T, url string) (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	page, err := scrapePage(url)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*dto.MetricFamily{}
-	for name, f := range parsePage(t, body) {
+	for name, f := range page {
 		if strings.HasPrefix(name, "node_infiniband_") {
 			out[name] = f
 		}
@@ -96,41 +88,22 @@ func seriesCount(fams map[string]*dto.MetricFamily) int {
 
 // diffFamilies compares two pages family by family and series by series:
 // help, type, the series' label sets (an empty label value is no label,
-// as Prometheus stores it) and their values.
+// as Prometheus stores it) and their values, both ways.
 func diffFamilies(want, got map[string]*dto.MetricFamily) []string {
 	var diffs []string
 	for _, name := range familyNames(want) {
+		if got[name] == nil {
+			continue // diffSeriesValues names every missing series
+		}
 		w, g := want[name], got[name]
-		if g == nil {
-			diffs = append(diffs, name+": missing on the agent's page")
-			continue
-		}
-		if w.GetType() != g.GetType() {
-			diffs = append(diffs, fmt.Sprintf("%s: type %s, node_exporter's %s", name, g.GetType(), w.GetType()))
-		}
-		if w.GetHelp() != g.GetHelp() {
-			diffs = append(diffs, fmt.Sprintf("%s: help %q, node_exporter's %q", name, g.GetHelp(), w.GetHelp()))
-		}
-		ws, gs := seriesValues(w), seriesValues(g)
-		for labels, v := range ws {
-			gv, ok := gs[labels]
-			switch {
-			case !ok:
-				diffs = append(diffs, fmt.Sprintf("%s{%s}: missing on the agent's page", name, labels))
-			case gv != v && !(math.IsNaN(gv) && math.IsNaN(v)):
-				diffs = append(diffs, fmt.Sprintf("%s{%s}: %v, node_exporter's %v", name, labels, gv, v))
-			}
-		}
-		for labels := range gs {
-			if _, ok := ws[labels]; !ok {
-				diffs = append(diffs, fmt.Sprintf("%s{%s}: on the agent's page, not on node_exporter's", name, labels))
-			}
+		if w.GetType() != g.GetType() || w.GetHelp() != g.GetHelp() {
+			diffs = append(diffs, fmt.Sprintf("%s: %s %q, node_exporter's %s %q", name, g.GetType(), g.GetHelp(), w.GetType(), w.GetHelp()))
 		}
 	}
-	for _, name := range familyNames(got) {
-		if want[name] == nil {
-			diffs = append(diffs, name+": on the agent's page, not on node_exporter's")
-		}
+	diffs = append(diffs, diffSeriesValues(want, got)...)
+	// and nothing more on the agent's page
+	for _, d := range diffSeriesValues(got, want) {
+		diffs = append(diffs, "extra: "+d)
 	}
 	return diffs
 }

@@ -56,15 +56,8 @@ func TestPrometheusEndpointMatchesDCGMExporter(t *testing.T) {
 				listen, proc := startAgentPage(t, page, node, csv)
 
 				var got map[string]*dto.MetricFamily
-				eventually(t, 60*time.Second, "every family of the fixture on the agent's page", func() error {
-					resp, err := http.Get("http://" + listen + "/metrics")
-					if err != nil {
-						return err
-					}
-					defer resp.Body.Close()
-					parser := expfmt.NewTextParser(prommodel.UTF8Validation)
-					got, err = parser.TextToMetricFamilies(resp.Body)
-					if err != nil {
+				eventually(t, 60*time.Second, "every family of the fixture on the agent's page", func() (err error) {
+					if got, err = scrapePage("http://" + listen + "/metrics"); err != nil {
 						return err
 					}
 					for name := range want {
@@ -185,6 +178,17 @@ func startScrapingPrometheus(t *testing.T, job string, targets []string) *promet
 	return &prometheus{addr: addr, proc: p}
 }
 
+// scrapePage reads a Prometheus page's families.
+func scrapePage(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
 func parsePage(t *testing.T, page []byte) map[string]*dto.MetricFamily {
 	t.Helper()
 	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
@@ -246,19 +250,20 @@ func diffSeriesSets(want, got map[string]*dto.MetricFamily, help bool) []string 
 }
 
 // diffSeriesValues lists the series of want whose labels (names and
-// values) or value got does not have.
+// values, empty values left out) or value got does not have.
 func diffSeriesValues(want, got map[string]*dto.MetricFamily) []string {
 	var diffs []string
 	for _, name := range familyNames(want) {
 		if got[name] == nil {
-			continue // diffSeriesSets says so
+			diffs = append(diffs, name+": no such family on the other page")
+			continue
 		}
 		gs := seriesValues(got[name])
 		for labels, v := range seriesValues(want[name]) {
 			if gv, ok := gs[labels]; !ok {
-				diffs = append(diffs, fmt.Sprintf("%s{%s}: no such series on the agent's page", name, labels))
+				diffs = append(diffs, fmt.Sprintf("%s{%s}: no such series on the other page", name, labels))
 			} else if gv != v {
-				diffs = append(diffs, fmt.Sprintf("%s{%s}: %v on the agent's page, %v on dcgm-exporter's", name, labels, gv, v))
+				diffs = append(diffs, fmt.Sprintf("%s{%s}: %v, want %v", name, labels, gv, v))
 			}
 		}
 	}
@@ -299,15 +304,8 @@ func TestPrometheusEndpointDropsNotSupportedSentinels(t *testing.T) {
 	}
 	listen, proc := startAgentPage(t, page, "gpu-node-9", "")
 	var got map[string]*dto.MetricFamily
-	eventually(t, 60*time.Second, "the README sample's clocks on the agent's page", func() error {
-		resp, err := http.Get("http://" + listen + "/metrics")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		parser := expfmt.NewTextParser(prommodel.UTF8Validation)
-		got, err = parser.TextToMetricFamilies(resp.Body)
-		if err != nil {
+	eventually(t, 60*time.Second, "the README sample's clocks on the agent's page", func() (err error) {
+		if got, err = scrapePage("http://" + listen + "/metrics"); err != nil {
 			return err
 		}
 		if got["DCGM_FI_DEV_SM_CLOCK"] == nil || got["DCGM_FI_DEV_MEM_CLOCK"] == nil {
