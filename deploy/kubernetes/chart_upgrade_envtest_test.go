@@ -163,3 +163,27 @@ func TestHelmUpgradeRollsOnlyWhatChanged(t *testing.T) {
 	assert.Equal(t, sts1.Generation, sts2.Generation, "the gateways' configuration did not change: their pods stay")
 	assert.Equal(t, sts1.Spec.Template.Annotations, sts2.Spec.Template.Annotations)
 }
+
+// Issue 31: helm upgrade from the chart as it last landed (3c7b899,
+// testdata/previous-chart) to this checkout's, with the same values: the
+// upgrade passes (no immutable field changed, the new schema accepts the
+// values users had) and every workload is there.
+func TestHelmUpgradeFromThePreviousChart(t *testing.T) {
+	cfg, env := startAPIServer(t)
+	c := newAPIClient(t, cfg)
+	helmEnv := helmAgainst(t, env)
+	s := scenarioByName(t, devScenario)
+	previous := filepath.Join("testdata", "previous-chart", "otelcol-gpu-0.2.0-3c7b899.tgz")
+
+	install := append([]string{"install", "--create-namespace", releaseName, previous, "--namespace", releaseNamespace}, s.valuesArgs()...)
+	assert.Contains(t, string(runHelm(t, helmEnv, install...)), "STATUS: deployed")
+	before := agentDaemonSet(t, c).Generation
+
+	upgrade := append([]string{"upgrade", releaseName, chartDir, "--namespace", releaseNamespace}, s.valuesArgs()...)
+	assert.Contains(t, string(runHelm(t, helmEnv, upgrade...)), "STATUS: deployed")
+	history := string(runHelm(t, helmEnv, "history", releaseName, "--namespace", releaseNamespace))
+	assert.Contains(t, history, "Install complete")
+	assert.Contains(t, history, "Upgrade complete")
+	assert.GreaterOrEqual(t, agentDaemonSet(t, c).Generation, before)
+	assert.Equal(t, "otelcol-gpu-gateway", gatewayStatefulSet(t, c).Name)
+}
