@@ -39,25 +39,13 @@ func TestLastXIDCarriesDCGMExportersLabels(t *testing.T) {
 	}
 }
 
-// lastXIDPoint returns the first data point of the field's metric.
+// lastXIDPoint returns the data point of the last XID under naming.
 func lastXIDPoint(md pmetric.Metrics, id model.FieldID, naming string) (pmetric.NumberDataPoint, bool) {
 	f, _ := model.FieldByID(id)
-	name := f.Name
 	if naming == NamingOTel {
-		name = f.OTel
+		return findPoint(md, f.OTel, nil)
 	}
-	for i := 0; i < md.ResourceMetrics().Len(); i++ {
-		sms := md.ResourceMetrics().At(i).ScopeMetrics()
-		for j := 0; j < sms.Len(); j++ {
-			ms := sms.At(j).Metrics()
-			for k := 0; k < ms.Len(); k++ {
-				if m := ms.At(k); m.Name() == name && m.Type() == pmetric.MetricTypeGauge && m.Gauge().DataPoints().Len() > 0 {
-					return m.Gauge().DataPoints().At(0), true
-				}
-			}
-		}
-	}
-	return pmetric.NumberDataPoint{}, false
+	return findPoint(md, f.Name, nil)
 }
 
 func noOwner(model.GPUSample) model.Owner { return model.Owner{} }
