@@ -195,19 +195,16 @@ type effects struct {
 	skewedJobs, blindJobs int64
 }
 
-func (e *effects) unjudge(reason string) {
-	if e.unjudged == nil {
-		e.unjudged = map[string]int64{}
-	}
-	e.unjudged[reason]++
-}
+func (e *effects) unjudge(reason string) { e.unjudgeN(reason, 1) }
 
 func (e *effects) unjudgeN(reason string, n int64) {
 	if n <= 0 {
 		return
 	}
-	e.unjudge(reason)
-	e.unjudged[reason] += n - 1
+	if e.unjudged == nil {
+		e.unjudged = map[string]int64{}
+	}
+	e.unjudged[reason] += n
 }
 
 func (e *effects) force(reason string) {
