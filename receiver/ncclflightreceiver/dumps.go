@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
@@ -461,7 +462,7 @@ func (r *ncclReceiver) analyze(ctx context.Context, dir string) {
 	ref := r.jobs[dir]
 	var problems []problem
 	for _, f := range report.Findings {
-		key := findingKey(ref, f.Key().String())
+		key := findingKey(ref, reportKey(&f))
 		if _, done := r.state.Findings[key]; done {
 			continue
 		}
@@ -503,4 +504,22 @@ func analysisProblem(f analysis.Finding, key string) problem {
 		sev = plog.SeverityNumberWarn
 	}
 	return problem{source: semconv.NCCLSourceFlightRecorder, kind: string(f.Kind), key: key, message: f.Message, severity: sev, attrs: attrs}
+}
+
+// reportKey is what a finding is reported once per. A hang's culprits
+// are part of it: ranks dump at different moments, and an analysis made
+// before a culprit's dump arrived names fewer culprits than a later one of
+// the same stuck collective; the later one must still be reported (a
+// 16-rank GIL-lock incident lost rank 9 when its dump, written last, came
+// after the first analysis).
+func reportKey(f *analysis.Finding) string {
+	key := f.Key().String()
+	if f.Kind != analysis.KindHang || len(f.Ranks) == 0 {
+		return key
+	}
+	ranks := make([]string, len(f.Ranks))
+	for i, r := range slices.Sorted(slices.Values(f.Ranks)) {
+		ranks[i] = strconv.Itoa(r)
+	}
+	return key + "|culprits=" + strings.Join(ranks, ",")
 }

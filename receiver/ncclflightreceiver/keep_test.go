@@ -85,3 +85,18 @@ func TestKeptRecords(t *testing.T) {
 	newer.Ops[len(newer.Ops)-1].RecordID++
 	assert.Empty(t, keptRecords(withStacks, &newer).NewestStack)
 }
+
+// A hang reported with fewer culprits (an analysis before a culprit's dump
+// came) does not hide the later analysis of the same stuck collective with
+// more: the culprits are part of what a hang is reported once per; other
+// findings are reported once per process group, sequence and kind.
+func TestReportKeyOfAHangHoldsItsCulprits(t *testing.T) {
+	first := analysis.Finding{Kind: analysis.KindHang, PGName: "72", Seq: 45265, Ranks: []int{14}}
+	later := analysis.Finding{Kind: analysis.KindHang, PGName: "72", Seq: 45265, Ranks: []int{14, 9}}
+	again := analysis.Finding{Kind: analysis.KindHang, PGName: "72", Seq: 45265, Ranks: []int{9, 14}}
+	assert.NotEqual(t, reportKey(&first), reportKey(&later))
+	assert.Equal(t, reportKey(&later), reportKey(&again), "the same culprits in any order: one report")
+	behind := analysis.Finding{Kind: analysis.KindPGStatusDivergence, PGName: "72", Seq: 5, Ranks: []int{1}}
+	moreBehind := analysis.Finding{Kind: analysis.KindPGStatusDivergence, PGName: "72", Seq: 5, Ranks: []int{1, 2}}
+	assert.Equal(t, reportKey(&behind), reportKey(&moreBehind))
+}
