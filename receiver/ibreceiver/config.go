@@ -86,6 +86,10 @@ type Config struct {
 	// read, so at most one read per device (and file) is outstanding.
 	ReadTimeout time.Duration `mapstructure:"read_timeout"`
 
+	// Metrics turns single metrics off: metrics::<name>::enabled: false
+	// (names of the otel naming; metricsconfig.go).
+	Metrics map[string]MetricConfig `mapstructure:"metrics"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -142,5 +146,6 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("devices: %q is in both include and exclude", name))
 		}
 	}
+	errs = append(errs, cfg.validateMetrics()...)
 	return errors.Join(errs...)
 }

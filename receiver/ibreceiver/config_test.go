@@ -71,6 +71,15 @@ func TestLoadConfig(t *testing.T) {
 				ReadTimeout:      2 * time.Second,
 			},
 		},
+		{
+			name: "metrics_off",
+			want: &Config{
+				ControllerConfig: defaultCC, SysfsRoot: "/sys", Naming: NamingOTel, HWCounters: DefaultHWCounters, ReadTimeout: DefaultReadTimeout,
+				Metrics: map[string]MetricConfig{"ib.port.xmit_wait": {Enabled: false}},
+			},
+		},
+		{name: "unknown_metric", wantErr: `metrics::ib_port_xmit_wait_total: not a metric of this receiver (one of hw.errors, hw.network.io,`},
+		{name: "metrics_node_exporter", wantErr: `metrics: applies to naming "otel" only`},
 		{name: "empty_sysfs_root", wantErr: "sysfs_root must not be empty"},
 		{name: "zero_interval", wantErr: `collection_interval: 0s is under the 100ms floor`},
 		{name: "include_and_exclude", wantErr: `devices: "mlx5_1" is in both include and exclude`},

@@ -54,7 +54,7 @@ func createMetrics(
 	if err != nil {
 		return nil, err
 	}
-	sc, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.start), scraper.WithShutdown(s.shutdown))
+	sc, err := scraper.NewMetrics(withoutDisabled(disabledMetrics(cfg), s.scrape), scraper.WithStart(s.start), scraper.WithShutdown(s.shutdown))
 	if err != nil {
 		return nil, err
 	}
