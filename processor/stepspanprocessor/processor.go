@@ -24,7 +24,9 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/processor/stepspanprocessor/internal/metadata"
 )
 
-// flushEvery is how often held steps and orphan collectives are checked.
+// flushEvery is the least time between two flushes. A flush runs when a
+// held step or orphan collective is due (periodic.DueLoop), not on a
+// ticker: an agent between steps has no wakeup of this processor.
 const flushEvery = 100 * time.Millisecond
 
 // stepKey identifies one rank's record of one step.
@@ -87,7 +89,7 @@ type stepSpanProcessor struct {
 	// counter has every drop; at most max_ranks entries).
 	capWarned map[rankKey]bool
 
-	loop periodic.Loop // the background flush, emission or evaluation
+	loop periodic.DueLoop // the background flush, when something held is due
 }
 
 func newStepSpanProcessor(cfg *Config, set processor.Settings, next consumer.Traces) (*stepSpanProcessor, error) {
@@ -119,7 +121,7 @@ func (p *stepSpanProcessor) Start(_ context.Context, host component.Host) error 
 		}
 		p.health = store
 	}
-	p.loop.Start(flushEvery, func(ctx context.Context) { p.flush(ctx, false) })
+	p.loop.Start(flushEvery, func(ctx context.Context) time.Time { return p.flush(ctx, false) })
 	return nil
 }
 
@@ -127,7 +129,7 @@ func (p *stepSpanProcessor) Start(_ context.Context, host component.Host) error 
 // unclaimed collectives, for at most periodic.FinalFlushTimeout (a full
 // queue downstream must not hold the shutdown).
 func (p *stepSpanProcessor) Shutdown(ctx context.Context) error {
-	p.loop.StopAndFlush(ctx, func(ctx context.Context) { p.flush(ctx, true) })
+	p.loop.StopAndFlush(ctx, func(ctx context.Context) { _ = p.flush(ctx, true) })
 	return nil
 }
 
@@ -217,6 +219,7 @@ func (p *stepSpanProcessor) holdStep(res pcommon.Map, scope pcommon.Instrumentat
 		deadline: now.Add(p.cfg.CollectiveWait),
 	}
 	p.arrivals = append(p.arrivals, s)
+	p.loop.Due(s.deadline)
 	if old, dup := p.steps[key]; dup {
 		// The same rank's step again (a replay after an agent restart):
 		// the newest record wins, the older is sent as it is.
@@ -303,6 +306,11 @@ func (p *stepSpanProcessor) keepCollective(res pcommon.Map, scope pcommon.Instru
 		p.logger.Debug("stepspanprocessor: too many ranks, forwarding a collective unsummarised", zap.Int64("rank", rank))
 		c.resolved = true // the flush forwards it below
 	}
+	if c.resolved {
+		p.loop.Due(now)
+	} else {
+		p.loop.Due(now.Add(p.cfg.OrphanAfter))
+	}
 	ranks := len(p.collectives)
 	if list == nil {
 		ranks++
@@ -352,8 +360,9 @@ func (p *stepSpanProcessor) dropOldestOfLargest(rk rankKey) {
 }
 
 // flush sends steps whose wait is over (all of them when final) with the
-// summary of their collectives, and forwards orphan collectives.
-func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
+// summary of their collectives, and forwards orphan collectives. It
+// returns when what it still holds is next due (zero: nothing held).
+func (p *stepSpanProcessor) flush(ctx context.Context, final bool) time.Time {
 	now := p.now()
 	p.mu.Lock()
 	var due []*openStep
@@ -372,6 +381,15 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 	for _, s := range due {
 		out = append(out, p.summarise(s)...)
 	}
+	var next time.Time
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, s := range p.steps {
+		earliest(s.deadline)
+	}
 	p.held = 0
 	for rk, list := range p.collectives {
 		kept := list[:0]
@@ -383,6 +401,7 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 				out = append(out, c.td) // no step claimed it: send it as it is
 			default:
 				kept = append(kept, c)
+				earliest(c.arrived.Add(p.cfg.OrphanAfter))
 			}
 		}
 		clear(list[len(kept):]) // what went out or was claimed
@@ -397,6 +416,8 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) {
 	for _, td := range out {
 		p.send(ctx, td)
 	}
+	return next
+	return next
 }
 
 // summarise folds the collectives of the step's rank that ran within the
