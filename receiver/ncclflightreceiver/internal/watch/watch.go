@@ -130,8 +130,17 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 	w.rescan(fsw, watched)
 	rescan := time.NewTicker(w.opts.Rescan)
 	defer rescan.Stop()
-	settle := time.NewTicker(w.opts.Settle / 2)
+	// The settle check runs every Settle/2 while a file waits to settle,
+	// and not at all otherwise: an idle node costs no wakeup (issue 32).
+	settle := time.NewTimer(w.opts.Settle / 2)
 	defer settle.Stop()
+	armed := true
+	arm := func() {
+		if !armed && w.waiting() {
+			settle.Reset(w.opts.Settle / 2)
+			armed = true
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -151,6 +160,7 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 			}
 			if w.matches(ev.Name) {
 				w.observe(ev.Name)
+				arm()
 			}
 		case err, ok := <-errs:
 			if !ok {
@@ -161,8 +171,11 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 			w.logger.Debug("ncclflightreceiver: file notification error", zap.Error(err))
 		case <-rescan.C:
 			w.rescan(fsw, watched)
+			arm()
 		case <-settle.C:
+			armed = false
 			w.settled(ready)
+			arm()
 		}
 	}
 }
@@ -273,6 +286,16 @@ func (w *Watcher) observe(path string) {
 		return
 	}
 	w.seen[path] = &observation{size: info.Size(), modTime: info.ModTime(), inode: ino, since: w.now()}
+}
+
+// waiting reports whether a file seen has not been reported yet.
+func (w *Watcher) waiting() bool {
+	for _, o := range w.seen {
+		if !o.reported {
+			return true
+		}
+	}
+	return false
 }
 
 // settled reports files unchanged for the settle time, in path order.

@@ -160,3 +160,25 @@ func TestReadFileCap(t *testing.T) {
 	assert.Len(t, data, 100)
 	assert.Equal(t, "/x|1|2|3", File{Path: "/x", Inode: 1, Size: 2, ModTime: time.Unix(0, 3)}.Key())
 }
+
+// The settle check is armed only while a file waits: waiting is true from a
+// file's change until it is reported, and false after.
+func TestWaitingOnlyUntilReported(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nccl_trace_rank_0")
+	w := New(Options{Dirs: []string{dir}, Patterns: []string{"nccl_trace_rank_*"}, Settle: time.Millisecond}, zap.NewNop())
+	assert.False(t, w.waiting(), "nothing seen")
+	require.NoError(t, os.WriteFile(path, []byte("dump0"), 0o644))
+	w.observe(path)
+	assert.True(t, w.waiting(), "a new file waits to settle")
+	time.Sleep(5 * time.Millisecond)
+	var got []File
+	w.settled(func(files []File) { got = append(got, files...) })
+	require.Len(t, got, 1)
+	assert.False(t, w.waiting(), "reported: nothing waits")
+	w.observe(path) // unchanged
+	assert.False(t, w.waiting())
+	require.NoError(t, os.WriteFile(path, []byte("dump0, rewritten"), 0o644))
+	w.observe(path)
+	assert.True(t, w.waiting(), "a changed file waits again")
+}
