@@ -68,7 +68,7 @@ func TestCompareWithin(t *testing.T) {
 func TestCompareRose(t *testing.T) {
 	base := resultsOf(kScrape, result{30, 259305, 4360}, kBuild, result{300, 135400, 2843}, kStep, result{200, 24, 1})
 	// The scrape: two more allocations per point (8 devices x 45 points),
-	// 48 bytes each.
+	// 48 bytes in all.
 	run := resultsOf(kScrape, result{30, 259305 + 8*45*48, 4360 + 8*45*2}, kBuild, result{300, 100000, 2000}, kStep, result{200, 48, 2})
 	rep := compare(base, run, defaultThresholds)
 	assert.True(t, rep.failed())
