@@ -35,8 +35,12 @@ type pendingXID struct {
 // beyond that is dropped and counted). What is still refused at shutdown is
 // logged.
 func (r *dcgmReceiver) xidLoop(ctx context.Context) {
-	retry := time.NewTicker(xidRetryInterval)
+	// The retry timer runs only while records wait: an agent whose
+	// pipeline accepts has no wakeup here (issue 32).
+	retry := time.NewTimer(xidRetryInterval)
+	retry.Stop()
 	defer retry.Stop()
+	var retryC <-chan time.Time
 	var pending []pendingXID
 	refused := false
 	for {
@@ -46,7 +50,8 @@ func (r *dcgmReceiver) xidLoop(ctx context.Context) {
 				r.logger.Warn("dcgmreceiver: XID records refused by the logs pipeline until shutdown are lost", zap.Int("records", len(pending)))
 			}
 			return
-		case <-retry.C:
+		case <-retryC:
+			retryC = nil
 		case ev := <-r.xidEvents:
 			gpu := r.resolveGPU(ev.GPU)
 			r.mu.Lock()
@@ -67,6 +72,14 @@ func (r *dcgmReceiver) xidLoop(ctx context.Context) {
 			}
 		}
 		pending, refused = r.offerXIDs(ctx, pending, refused)
+		switch {
+		case len(pending) == 0 && retryC != nil:
+			retry.Stop()
+			retryC = nil
+		case len(pending) > 0 && retryC == nil:
+			retry.Reset(xidRetryInterval)
+			retryC = retry.C
+		}
 	}
 }
 
