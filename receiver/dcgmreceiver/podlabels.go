@@ -4,8 +4,6 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
 )
@@ -18,13 +16,14 @@ type podLabeler interface {
 }
 
 // clusterPodLabels watches the node's pods through the API server named by
-// newClient (the in-cluster config: the pod's service-account token). The
+// newClient (the in-cluster config: the pod's service-account token; no
+// Kubernetes client library, internal/podlabels' own list and watch). The
 // client is made at Start, so that a config is validated anywhere; without
 // a cluster the series go out without pod labels, and that is logged.
 type clusterPodLabels struct {
 	settings  podlabels.Settings
 	logger    *zap.Logger
-	newClient func() (kubernetes.Interface, error)
+	newClient func() (*podlabels.Client, error)
 	watcher   atomic.Pointer[podlabels.Watcher]
 }
 
@@ -40,13 +39,13 @@ func newPodLabeler(cfg *Config, logger *zap.Logger) podLabeler {
 	}
 }
 
-func inClusterClient() (kubernetes.Interface, error) {
-	rc, err := rest.InClusterConfig()
+func inClusterClient() (*podlabels.Client, error) {
+	rc, err := podlabels.InClusterConfig()
 	if err != nil {
 		return nil, err
 	}
 	rc.UserAgent = "otelcol-gpu-agent (dcgm receiver, pod labels)"
-	return kubernetes.NewForConfig(rc)
+	return podlabels.NewClient(rc)
 }
 
 func (c *clusterPodLabels) Start() {

@@ -15,14 +15,12 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/interval"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels/fakeapi"
 )
 
 func podLabelsConfig(naming string) *Config {
@@ -39,7 +37,7 @@ func podLabelsConfig(naming string) *Config {
 // startWithPodLabels runs the receiver on a GPU owned by training/llama-0,
 // the pod labels read through newClient; it returns the resource
 // attributes of the last GPU series once want says they are complete.
-func startWithPodLabels(t *testing.T, cfg *Config, newClient func() (kubernetes.Interface, error), want func(pcommon.Map) bool) (pcommon.Map, *observer.ObservedLogs) {
+func startWithPodLabels(t *testing.T, cfg *Config, newClient func() (*podlabels.Client, error), want func(pcommon.Map) bool) (pcommon.Map, *observer.ObservedLogs) {
 	t.Helper()
 	require.NoError(t, confmap.Validate(cfg))
 	snap := snapshot(time.Now(), intValue(model.FieldGPUTemp, 61))
@@ -67,20 +65,22 @@ func startWithPodLabels(t *testing.T, cfg *Config, newClient func() (kubernetes.
 	return res, logs
 }
 
-func fakeCluster() (kubernetes.Interface, error) {
-	return fake.NewClientset(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "training", Name: "llama-0", Labels: map[string]string{
-			"app.kubernetes.io/name": "llama",
-			"team":                   "ml",
-			"gpu":                    "taken", // dcgm-exporter's own label: left out
-			"pod":                    "taken",
-		}},
-		Spec: corev1.PodSpec{NodeName: "gpu-1"},
-	}), nil
+// fakeCluster is an API server with training/llama-0 on gpu-1.
+func fakeCluster(t *testing.T) func() (*podlabels.Client, error) {
+	srv := fakeapi.New(t, "")
+	srv.Put(fakeapi.Pod{Namespace: "training", Name: "llama-0", Node: "gpu-1", Labels: map[string]string{
+		"app.kubernetes.io/name": "llama",
+		"team":                   "ml",
+		"gpu":                    "taken", // dcgm-exporter's own label: left out
+		"pod":                    "taken",
+	}})
+	return func() (*podlabels.Client, error) {
+		return podlabels.NewClient(podlabels.Config{Host: srv.URL(), CAData: srv.CAPEM()})
+	}
 }
 
 func TestPodLabelsUnderDCGMExporterNaming(t *testing.T) {
-	res, _ := startWithPodLabels(t, podLabelsConfig(NamingDCGMExporter), fakeCluster, func(m pcommon.Map) bool {
+	res, _ := startWithPodLabels(t, podLabelsConfig(NamingDCGMExporter), fakeCluster(t), func(m pcommon.Map) bool {
 		_, ok := m.Get("app_kubernetes_io_name")
 		return ok
 	})
@@ -97,7 +97,7 @@ func TestPodLabelsUnderDCGMExporterNaming(t *testing.T) {
 }
 
 func TestPodLabelsUnderOTelNaming(t *testing.T) {
-	res, _ := startWithPodLabels(t, podLabelsConfig(NamingOTel), fakeCluster, func(m pcommon.Map) bool {
+	res, _ := startWithPodLabels(t, podLabelsConfig(NamingOTel), fakeCluster(t), func(m pcommon.Map) bool {
 		_, ok := m.Get("k8s.pod.label.app.kubernetes.io/name")
 		return ok
 	})
@@ -110,7 +110,7 @@ func TestPodLabelsUnderOTelNaming(t *testing.T) {
 // Outside a cluster: logged, and the series go out without pod labels.
 func TestPodLabelsWithoutCluster(t *testing.T) {
 	res, logs := startWithPodLabels(t, podLabelsConfig(NamingDCGMExporter),
-		func() (kubernetes.Interface, error) { return nil, errors.New("no service account token") },
+		func() (*podlabels.Client, error) { return nil, errors.New("no service account token") },
 		func(m pcommon.Map) bool { _, ok := m.Get("pod"); return ok })
 	_, ok := res.Get("team")
 	assert.False(t, ok)

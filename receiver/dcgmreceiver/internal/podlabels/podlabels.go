@@ -5,28 +5,28 @@
 // prefix: app.kubernetes.io/name becomes app_kubernetes_io_name), values as
 // they are.
 //
-// The pods are watched (an informer: one list, then a watch) with the field
-// selector spec.nodeName=<node>, so the agent holds its own node's pods only,
-// stripped to namespace, name and labels. Label keys and values are written
-// by whoever may create pods: they are bounded (MaxLabelsPerPod, MaxKeyLen,
+// The pods are listed, then watched, with the field selector
+// spec.nodeName=<node>, so the agent holds its own node's pods only,
+// stripped to namespace, name and labels. It is client-go's informer
+// reduced to what the labels need, over net/http (client.go, watch.go):
+// the API server is asked for the pods' metadata only, and each object
+// read is bounded (MaxObjectBytes). Label keys and values are written by
+// whoever may create pods: they are bounded (MaxLabelsPerPod, MaxKeyLen,
 // MaxValueLen) and what is over a bound is left out, never cut.
 package podlabels // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Bounds on what one pod contributes to every series of its GPUs.
@@ -39,6 +39,19 @@ const (
 	// MaxValueLen: Kubernetes' own bound on a label value; a longer value
 	// (an API server that does not validate) is left out.
 	MaxValueLen = 63
+)
+
+// Bounds on what the API server's answers may take.
+const (
+	// MaxObjectBytes: a list item or watch event over this many bytes of
+	// JSON is refused (logged, counted) and the stream goes on. The pods'
+	// metadata only is asked for: Kubernetes bounds a pod's annotations to
+	// 256 KiB and a whole object to about 1.5 MiB (etcd's request limit).
+	MaxObjectBytes = 1 << 20
+	// MaxPods: the pods held; a kubelet runs 110 by default. Over this (an
+	// API server that does not apply the field selector) the pods not yet
+	// held are left out, logged once.
+	MaxPods = 1024
 )
 
 // Label is one sanitized pod label.
@@ -58,23 +71,39 @@ type Settings struct {
 	// matches one of these regular expressions (dcgm-exporter's
 	// --kubernetes-pod-label-allowlist-regex).
 	Allowlist []string
-	// Resync is the informer's resync period; 0 for none.
-	Resync time.Duration
 }
+
+type podKey struct{ namespace, name string }
 
 // Watcher holds the labels of the pods of one node.
 type Watcher struct {
 	logger    *zap.Logger
+	client    *Client
+	node      string
 	allow     []*regexp.Regexp
-	factory   informers.SharedInformerFactory
-	informer  cache.SharedIndexInformer
-	stop      chan struct{}
+	maxObject int
+	backoff   backoff
+	// minWatch: each watch asks the server to end it after minWatch to
+	// 2*minWatch (client-go's reflector: 5 to 10 minutes).
+	minWatch time.Duration
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	lifeMu    sync.Mutex // Start against Stop
+	wg        sync.WaitGroup
 	startOnce sync.Once
 	stopOnce  sync.Once
+	synced    atomic.Bool
+	refused   atomic.Int64
 
-	mu        sync.Mutex
-	failing   bool
-	truncated map[string]bool // pods logged for having too many labels
+	mu   sync.RWMutex
+	pods map[podKey][]Label // sanitized; shared with Labels' callers, never changed
+
+	logMu       sync.Mutex
+	failing     bool
+	truncated   map[string]bool // pods logged for having too many labels
+	refusedOnce bool
+	tooManyPods bool
 }
 
 // CompileAllowlist checks the allowlist's regular expressions; errors name
@@ -94,9 +123,12 @@ func CompileAllowlist(exprs []string) ([]*regexp.Regexp, error) {
 }
 
 // New returns a Watcher of s.Node's pods through client; Start starts it.
-func New(client kubernetes.Interface, s Settings, logger *zap.Logger) (*Watcher, error) {
+func New(client *Client, s Settings, logger *zap.Logger) (*Watcher, error) {
 	if s.Node == "" {
 		return nil, errors.New("podlabels: the node name is empty")
+	}
+	if client == nil {
+		return nil, errors.New("podlabels: no API client")
 	}
 	allow, err := CompileAllowlist(s.Allowlist)
 	if err != nil {
@@ -105,73 +137,63 @@ func New(client kubernetes.Interface, s Settings, logger *zap.Logger) (*Watcher,
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	selector := "spec.nodeName=" + s.Node
-	factory := informers.NewSharedInformerFactoryWithOptions(client, s.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
-	informer := factory.Core().V1().Pods().Informer()
-	w := &Watcher{logger: logger, allow: allow, factory: factory, informer: informer,
-		stop: make(chan struct{}), truncated: map[string]bool{}}
-	// Keep namespace, name and the labels that may be used: not the specs,
-	// statuses and managed fields of every pod on the node.
-	if err := informer.SetTransform(w.strip); err != nil {
-		return nil, fmt.Errorf("podlabels: %w", err)
-	}
-	if err := informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.report(err) }); err != nil {
-		return nil, fmt.Errorf("podlabels: %w", err)
-	}
-	// An event after failures: the watch works again.
-	recovered := func(any) { w.recovered() }
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    recovered,
-		UpdateFunc: func(_, o any) { recovered(o) },
-		DeleteFunc: recovered,
-	}); err != nil {
-		return nil, fmt.Errorf("podlabels: %w", err)
-	}
-	return w, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Watcher{
+		logger: logger, client: client, node: s.Node, allow: allow,
+		maxObject: MaxObjectBytes,
+		backoff:   backoff{initial: 800 * time.Millisecond, max: 30 * time.Second},
+		minWatch:  5 * time.Minute,
+		ctx:       ctx, cancel: cancel,
+		pods: map[podKey][]Label{}, truncated: map[string]bool{},
+	}, nil
 }
 
-// Start starts watching; it returns at once.
+// Start starts watching; it returns at once. After Stop it does nothing.
 func (w *Watcher) Start() {
-	w.startOnce.Do(func() { w.factory.Start(w.stop) })
+	w.startOnce.Do(func() {
+		w.lifeMu.Lock()
+		defer w.lifeMu.Unlock()
+		if w.ctx.Err() != nil {
+			return
+		}
+		w.wg.Add(1)
+		go w.run()
+	})
 }
 
-// Stop stops watching and waits for the informer's goroutines.
+// Stop stops watching: the request in flight is cancelled and Stop waits
+// for the Watcher's goroutine.
 func (w *Watcher) Stop() {
 	w.stopOnce.Do(func() {
-		close(w.stop)
-		w.factory.Shutdown()
+		w.lifeMu.Lock()
+		w.cancel()
+		w.lifeMu.Unlock()
+		w.wg.Wait()
+		w.client.CloseIdleConnections()
 	})
 }
 
 // HasSynced reports whether the first list has been read.
-func (w *Watcher) HasSynced() bool { return w.informer.HasSynced() }
+func (w *Watcher) HasSynced() bool { return w.synced.Load() }
+
+// Refused is the number of objects refused for being over MaxObjectBytes.
+func (w *Watcher) Refused() int64 { return w.refused.Load() }
 
 // Labels returns the labels of pod namespace/name, sorted by Name; nil when
-// the pod is not known (yet).
+// the pod is not known (yet). The slice is shared: callers must not change
+// it.
 func (w *Watcher) Labels(namespace, name string) []Label {
-	obj, ok, err := w.informer.GetStore().GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil
-	}
-	// While the watch fails the last labels read are served: the informer
+	// While the watch fails the last labels read are served: the watcher
 	// catches up when it reconnects, and labels rarely change.
-	return Sanitize(pod.Labels)
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.pods[podKey{namespace, name}]
 }
 
-// strip is the informer's transform: a pod reduced to what Labels needs.
-func (w *Watcher) strip(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil // a tombstone: the informer handles it
-	}
-	labels := map[string]string{}
-	keys := make([]string, 0, len(pod.Labels))
-	for k, v := range pod.Labels {
+// strip reduces a pod's labels to the bounded, allowed ones, sanitized.
+func (w *Watcher) strip(m *objectMeta) []Label {
+	keys := make([]string, 0, len(m.Labels))
+	for k, v := range m.Labels {
 		if len(k) > MaxKeyLen || len(v) > MaxValueLen || !w.allowed(k) {
 			continue
 		}
@@ -179,19 +201,14 @@ func (w *Watcher) strip(obj any) (any, error) {
 	}
 	slices.Sort(keys)
 	if len(keys) > MaxLabelsPerPod {
-		w.logTruncated(pod.Namespace+"/"+pod.Name, len(keys))
+		w.logTruncated(m.Namespace+"/"+m.Name, len(keys))
 		keys = keys[:MaxLabelsPerPod]
 	}
+	labels := make(map[string]string, len(keys))
 	for _, k := range keys {
-		labels[k] = pod.Labels[k]
+		labels[k] = m.Labels[k]
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace:       pod.Namespace,
-		Name:            pod.Name,
-		UID:             pod.UID,
-		ResourceVersion: pod.ResourceVersion,
-		Labels:          labels,
-	}}, nil
+	return Sanitize(labels)
 }
 
 func (w *Watcher) allowed(key string) bool {
@@ -207,8 +224,8 @@ func (w *Watcher) allowed(key string) bool {
 }
 
 func (w *Watcher) logTruncated(pod string, n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
 	if w.truncated[pod] || len(w.truncated) > 1024 {
 		return
 	}
@@ -217,10 +234,10 @@ func (w *Watcher) logTruncated(pod string, n int) {
 		zap.String("pod", pod), zap.Int("labels", n), zap.Int("kept", MaxLabelsPerPod))
 }
 
-// report logs a failing watch once, until the informer has synced again.
+// report logs a failing list or watch once, until it works again.
 func (w *Watcher) report(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
 	if w.failing {
 		w.logger.Debug("pod labels: watching pods still failing", zap.Error(err))
 		return
@@ -231,11 +248,35 @@ func (w *Watcher) report(err error) {
 }
 
 func (w *Watcher) recovered() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
 	if w.failing {
 		w.failing = false
 		w.logger.Info("pod labels: watching this node's pods again")
+	}
+}
+
+// refuse counts an object over MaxObjectBytes; the first is a warning.
+func (w *Watcher) refuse(what string) {
+	n := w.refused.Add(1)
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
+	log := w.logger.Debug
+	if !w.refusedOnce {
+		w.refusedOnce = true
+		log = w.logger.Warn
+	}
+	log("pod labels: refused an object over the size bound; that pod's labels are not updated",
+		zap.String("in", what), zap.Int("max_bytes", w.maxObject), zap.Int64("refused", n))
+}
+
+func (w *Watcher) logTooManyPods() {
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
+	if !w.tooManyPods {
+		w.tooManyPods = true
+		w.logger.Warn("pod labels: the API server lists more pods for this node than are held; the others have no labels",
+			zap.Int("max_pods", MaxPods))
 	}
 }
 

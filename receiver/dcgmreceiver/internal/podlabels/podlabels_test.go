@@ -1,7 +1,6 @@
 package podlabels
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,10 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/podlabels/fakeapi"
 )
 
 // dcgm-exporter's names: every character outside [a-zA-Z0-9_] is one _.
@@ -46,21 +43,46 @@ func TestSanitizeBoundsAndCollisions(t *testing.T) {
 	assert.Nil(t, Sanitize(nil))
 }
 
-func pod(node, ns, name string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+func pod(node, ns, name string, labels map[string]string) fakeapi.Pod {
+	return fakeapi.Pod{Namespace: ns, Name: name, Node: node, Labels: labels}
+}
+
+// fakeServer serves pods through the fake API server (any token).
+func fakeServer(t *testing.T, pods ...fakeapi.Pod) *fakeapi.Server {
+	t.Helper()
+	srv := fakeapi.New(t, "")
+	for _, p := range pods {
+		srv.Put(p)
 	}
+	return srv
+}
+
+// client reaches srv with Config c (its Host and CA filled in).
+func client(t *testing.T, srv *fakeapi.Server, c Config) *Client {
+	t.Helper()
+	c.Host, c.CAData = srv.URL(), srv.CAPEM()
+	cl, err := NewClient(c)
+	require.NoError(t, err)
+	return cl
+}
+
+// newWatcher returns a Watcher of node through client, not started, with
+// a backoff of milliseconds.
+func newWatcher(t *testing.T, client *Client, s Settings, logger *zap.Logger) *Watcher {
+	t.Helper()
+	w, err := New(client, s, logger)
+	require.NoError(t, err)
+	w.backoff = backoff{initial: time.Millisecond, max: 10 * time.Millisecond}
+	t.Cleanup(w.Stop)
+	return w
 }
 
 // watch starts a Watcher of node through client and waits for its first
 // list.
-func watch(t *testing.T, client kubernetes.Interface, s Settings, logger *zap.Logger) *Watcher {
+func watch(t *testing.T, client *Client, s Settings, logger *zap.Logger) *Watcher {
 	t.Helper()
-	w, err := New(client, s, logger)
-	require.NoError(t, err)
+	w := newWatcher(t, client, s, logger)
 	w.Start()
-	t.Cleanup(w.Stop)
 	require.Eventually(t, w.HasSynced, 30*time.Second, 10*time.Millisecond)
 	return w
 }
@@ -70,14 +92,14 @@ func TestWatcherFollowsLabels(t *testing.T) {
 	for i := range MaxLabelsPerPod + 5 {
 		many["k"+strings.Repeat("x", i)] = "v"
 	}
-	client := fake.NewClientset(
+	srv := fakeServer(t,
 		pod("gpu-1", "training", "llama-0", map[string]string{"app.kubernetes.io/name": "llama", "team": "ml"}),
 		pod("gpu-1", "training", "noisy", many),
 		pod("gpu-1", "training", "long", map[string]string{"ok": "v", "long": strings.Repeat("v", MaxValueLen+1),
 			strings.Repeat("k", MaxKeyLen+1): "v"}),
 	)
 	core, logs := observer.New(zap.InfoLevel)
-	w := watch(t, client, Settings{Node: "gpu-1"}, zap.New(core))
+	w := watch(t, client(t, srv, Config{}), Settings{Node: "gpu-1"}, zap.New(core))
 
 	assert.Equal(t, []Label{
 		{Name: "app_kubernetes_io_name", Key: "app.kubernetes.io/name", Value: "llama"},
@@ -90,25 +112,21 @@ func TestWatcherFollowsLabels(t *testing.T) {
 	assert.Nil(t, w.Labels("training", "absent"))
 
 	// A relabelled pod: the new labels, without a restart.
-	p, err := client.CoreV1().Pods("training").Get(context.Background(), "llama-0", metav1.GetOptions{})
-	require.NoError(t, err)
-	p.Labels = map[string]string{"team": "infra"}
-	_, err = client.CoreV1().Pods("training").Update(context.Background(), p, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	srv.Put(pod("gpu-1", "training", "llama-0", map[string]string{"team": "infra"}))
 	require.Eventually(t, func() bool {
 		l := w.Labels("training", "llama-0")
 		return len(l) == 1 && l[0].Value == "infra"
 	}, 30*time.Second, 10*time.Millisecond)
 
 	// A deleted pod: its labels go.
-	require.NoError(t, client.CoreV1().Pods("training").Delete(context.Background(), "llama-0", metav1.DeleteOptions{}))
+	srv.Delete("training", "llama-0")
 	require.Eventually(t, func() bool { return w.Labels("training", "llama-0") == nil }, 30*time.Second, 10*time.Millisecond)
 }
 
 func TestWatcherAllowlist(t *testing.T) {
-	client := fake.NewClientset(pod("gpu-1", "training", "p", map[string]string{
+	srv := fakeServer(t, pod("gpu-1", "training", "p", map[string]string{
 		"app.kubernetes.io/name": "llama", "app.kubernetes.io/version": "1", "team": "ml", "pod-template-hash": "abc"}))
-	w := watch(t, client, Settings{Node: "gpu-1", Allowlist: []string{`^app\.kubernetes\.io/name$`, "^team$"}}, nil)
+	w := watch(t, client(t, srv, Config{}), Settings{Node: "gpu-1", Allowlist: []string{`^app\.kubernetes\.io/name$`, "^team$"}}, nil)
 	assert.Equal(t, []Label{
 		{Name: "app_kubernetes_io_name", Key: "app.kubernetes.io/name", Value: "llama"},
 		{Name: "team", Key: "team", Value: "ml"},
@@ -116,9 +134,11 @@ func TestWatcherAllowlist(t *testing.T) {
 }
 
 func TestNewRefusesBadSettings(t *testing.T) {
-	client := fake.NewClientset()
-	_, err := New(client, Settings{}, nil)
+	cl := client(t, fakeServer(t), Config{})
+	_, err := New(cl, Settings{}, nil)
 	assert.ErrorContains(t, err, "node name is empty")
-	_, err = New(client, Settings{Node: "n", Allowlist: []string{"ok", "(open"}}, nil)
+	_, err = New(nil, Settings{Node: "n"}, nil)
+	assert.ErrorContains(t, err, "no API client")
+	_, err = New(cl, Settings{Node: "n", Allowlist: []string{"ok", "(open"}}, nil)
 	assert.ErrorContains(t, err, `allowlist: [1] "(open"`)
 }
