@@ -12,6 +12,7 @@ import (
 type podLabeler interface {
 	Start()
 	Stop()
+	// Labels' slice is shared: read it, never change it.
 	Labels(namespace, name string) []podlabels.Label
 }
 

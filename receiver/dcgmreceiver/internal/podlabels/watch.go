@@ -65,10 +65,14 @@ func (w *Watcher) run() {
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil && events == 0 && time.Since(start) < time.Second {
-			err = errors.New("the watch ended at once, with no event")
-		}
 		switch {
+		case err == nil && events == 0 && time.Since(start) < time.Second:
+			// Ended at once, empty (a proxy that cuts watches, a server
+			// shutting down): not a failure, but not a loop either.
+			w.logger.Debug("pod labels: the watch ended at once, with no event")
+			if !w.backoff.wait(ctx) {
+				return
+			}
 		case isGone(err):
 			w.logger.Debug("pod labels: the watch's resource version is gone; listing again", zap.Error(err))
 			listFrom, listed = rv, false
@@ -250,17 +254,22 @@ type backoff struct {
 
 func (b *backoff) reset() { b.cur = 0 }
 
-// wait waits for the next step; false when ctx ends first.
-func (b *backoff) wait(ctx context.Context) bool {
+// next is the next wait.
+func (b *backoff) next() time.Duration {
 	if b.cur == 0 {
 		b.cur = b.initial
 	} else {
 		b.cur = min(2*b.cur, b.max)
 	}
 	if b.cur <= 0 {
-		return ctx.Err() == nil
+		return 0
 	}
-	t := time.NewTimer(b.cur/2 + rand.N(b.cur))
+	return b.cur/2 + rand.N(b.cur)
+}
+
+// wait waits for the next step; false when ctx ends first.
+func (b *backoff) wait(ctx context.Context) bool {
+	t := time.NewTimer(b.next())
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

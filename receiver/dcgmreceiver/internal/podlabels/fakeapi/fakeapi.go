@@ -211,6 +211,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, Request{Watch: watch, Query: q,
 		Authorization: r.Header.Get("Authorization"), Accept: r.Header.Get("Accept")})
 	token := s.token
+	closeNow := s.closeNow // CloseWatches ends the watches recorded before it
 	s.mu.Unlock()
 	if s.Intercept != nil && s.Intercept(w, r) {
 		return
@@ -232,7 +233,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if watch {
-		s.watch(w, r, q, node)
+		s.watch(w, r, q, node, closeNow)
 		return
 	}
 	s.list(w, q, node)
@@ -308,7 +309,7 @@ func podJSON(p Pod, rv int64) map[string]any {
 	}
 }
 
-func (s *Server) watch(w http.ResponseWriter, r *http.Request, q url.Values, node string) {
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, q url.Values, node string, closeNow <-chan struct{}) {
 	from, err := strconv.ParseInt(q.Get("resourceVersion"), 10, 64)
 	if err != nil {
 		Status(w, http.StatusBadRequest, "BadRequest", "resourceVersion: "+err.Error())
@@ -353,7 +354,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, q url.Values, nod
 				out = append(out, e)
 			}
 		}
-		changed, closeNow := s.changed, s.closeNow
+		changed := s.changed
 		s.mu.Unlock()
 		for _, e := range out {
 			obj := podJSON(e.pod, e.rv)
