@@ -80,17 +80,26 @@ func (e *Evaluator) EvaluateChanged(now time.Time) []Match {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []Match
-	for _, ent := range e.changed {
-		st := e.entities[ent]
-		if st == nil || st.forgotten {
+	for _, c := range e.changed {
+		if c.st.forgotten {
 			continue
 		}
-		st.changed = false
-		out = e.evaluateEntity(out, ent, st, now)
+		c.st.changed = false
+		out = e.evaluateEntity(out, c.ent, c.st, now)
 	}
 	e.changed = e.changed[:0]
 	e.sortMatches(out)
 	return out
+}
+
+// changedEntity is an entity in Evaluator.changed with its state, so that
+// EvaluateChanged does not look it up again: a map look-up per changed
+// entity per evaluation was a third of its cost on a gateway (BENCHMARKS.md,
+// "Gateway overhead"). The state is the entity's in e.entities: a state is
+// replaced only after Evaluate forgot it (forgotten) and emptied changed.
+type changedEntity struct {
+	ent fault.Entity
+	st  *entityState
 }
 
 // evaluateEntity appends the matches of the rules on ent's kind.

@@ -54,8 +54,8 @@ type Evaluator struct {
 
 	mu        sync.Mutex
 	entities  map[fault.Entity]*entityState
-	texts     textTable      // the texts of kept samples
-	changed   []fault.Entity // entities with samples since their last evaluation (EvaluateChanged)
+	texts     textTable       // the texts of kept samples
+	changed   []changedEntity // entities with samples since their last evaluation (EvaluateChanged)
 	dropped   uint64
 	nextSweep time.Time // when Evaluate next frees the samples of stale series
 }

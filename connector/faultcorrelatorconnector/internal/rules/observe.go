@@ -119,7 +119,7 @@ func (e *Evaluator) observeRefLocked(ref *EntityRef, id int, s *Sample) bool {
 	}
 	if !st.changed {
 		st.changed = true
-		e.changed = append(e.changed, ref.Entity)
+		e.changed = append(e.changed, changedEntity{ent: ref.Entity, st: st})
 	}
 	return e.observeLocked(st, id, s)
 }
