@@ -14,7 +14,7 @@ import (
 func TestDeployedRuntimeOfTheBaseGateway(t *testing.T) {
 	env, err := DeployedRuntime(filepath.Join("..", "..", "deploy", "kubernetes", "rendered", "gateway-statefulset.yaml"), "gateway")
 	require.NoError(t, err)
-	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOGC=200", "GOMEMLIMIT=4423MiB"}, env)
+	assert.Equal(t, GoRuntime{"GOMAXPROCS=1", "GOGC=200", "GOMEMLIMIT=1658MiB"}, env)
 }
 
 // And the agent as the base DaemonSet does.
