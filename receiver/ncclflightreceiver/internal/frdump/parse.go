@@ -151,9 +151,16 @@ func Parse(data []byte) (*Dump, []Warning, error) {
 //
 // A version outside Oldest..Newest, missing fields, unknown fields and
 // unparsable ranks are Warnings, not errors. The errors: ErrUnknownFormat,
-// ErrTooLarge, a decoding error (*pickle.Error or encoding/json's), or a
-// *FieldError for a value of the wrong type.
+// ErrTooLarge, a decoding error (*pickle.Error, or one that says
+// "decoding JSON" and the offset), or a *FieldError for a value of the
+// wrong type.
 func ParseWithOptions(data []byte, opts Options) (*Dump, []Warning, error) {
+	return parseWithOptions(data, opts, parseJSON)
+}
+
+// parseWithOptions is ParseWithOptions with the JSON decoder given: its
+// tests compare parseJSON with the encoding/json one it replaced.
+func parseWithOptions(data []byte, opts Options, parseJSON func([]byte, Options) (*Dump, []Warning, error)) (*Dump, []Warning, error) {
 	opts = opts.withDefaults()
 	tooLarge := func(limit int) error {
 		return fmt.Errorf("%w: %d bytes, limit %d (MaxBytes)", ErrTooLarge, len(data), limit)
@@ -289,8 +296,14 @@ func (a *arena[T]) reset() {
 }
 
 func newParser(n int, opts Options) *parser {
+	// Streamed, the arenas hold one entry at a time: a chunk of 64 items
+	// (more for an entry that needs more) is reused from entry to entry.
+	chunk := 1024
+	if opts.Entry != nil {
+		chunk = 64
+	}
 	return &parser{opts: opts, budget: pickle.OutputBudget(n, opts.Pickle),
-		sizeArena: arena[int64]{min: 1024}, sizeListArena: arena[[]int64]{min: 256}, frameArena: arena[Frame]{min: 1024}, stringArena: arena[string]{min: 1024}}
+		sizeArena: arena[int64]{min: chunk}, sizeListArena: arena[[]int64]{min: chunk / 4}, frameArena: arena[Frame]{min: chunk}, stringArena: arena[string]{min: chunk}}
 }
 
 type parsedRanks struct {

@@ -73,6 +73,11 @@ func (p *parser) streamOne(i, n int, v any) (mapErr, entryErr error) {
 	if err := p.entry(i, v, &p.cur); err != nil {
 		return err, nil
 	}
+	return p.handOver(i, n)
+}
+
+// handOver hands p.cur, entry i of n, mapped, to Options.Entry.
+func (p *parser) handOver(i, n int) (mapErr, entryErr error) {
 	if p.overErr != nil {
 		return p.overErr, nil
 	}
