@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/ncclflightreceiver/internal/frdump"
@@ -120,5 +121,23 @@ func benchmarkParseJSON(b *testing.B, parse parseFunc) {
 				}
 			}
 		})
+	}
+}
+
+// The entries of torch's JSON dumps and of the load harness's take the
+// fast path (parse_json_entry.go): a dump streamed costs a few dozen
+// allocations, whatever its entries, where the generic values cost some 75
+// an entry, and encoding/json's tokens some 350 (BENCHMARKS.md, issue 32).
+func TestParseJSONEntriesTakeTheFastPath(t *testing.T) {
+	opts := frdump.Options{MaxTreeBytes: 1 << 20, Entry: func(int, int, *frdump.Entry) error { return nil }}
+	for name, in := range map[string][]byte{
+		"testbed-24": testbedDump(t, 3, 24),
+		"torch-50":   readFile(t, "testdata/dp8-straggler5-v2.10/nccl_trace_rank_5.json"),
+	} {
+		allocs := testing.AllocsPerRun(5, func() {
+			_, _, err := frdump.ParseWithOptions(in, opts)
+			require.NoError(t, err)
+		})
+		assert.LessOrEqual(t, allocs, 100.0, name)
 	}
 }
