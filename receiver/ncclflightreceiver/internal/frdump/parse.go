@@ -272,29 +272,6 @@ type parser struct {
 	truncatedFrames int // entries whose frames were cut to MaxFramesPerEntry
 }
 
-// arena hands out slices of chunks of at least min items.
-type arena[T any] struct {
-	chunk []T
-	next  int
-	min   int
-}
-
-func (a *arena[T]) take(n int) []T {
-	if len(a.chunk)-a.next < n {
-		a.chunk, a.next = make([]T, max(a.min, n)), 0
-	}
-	s := a.chunk[a.next : a.next+n : a.next+n]
-	a.next += n
-	return s
-}
-
-// reset gives the chunk back for reuse, cleared so that it keeps nothing
-// alive.
-func (a *arena[T]) reset() {
-	clear(a.chunk[:a.next])
-	a.next = 0
-}
-
 func newParser(n int, opts Options) *parser {
 	// Streamed, the arenas hold one entry at a time: a chunk of 64 items
 	// (more for an entry that needs more) is reused from entry to entry.
