@@ -132,12 +132,17 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 	defer rescan.Stop()
 	// The settle check runs every Settle/2 while a file waits to settle,
 	// and not at all otherwise: an idle node costs no wakeup (issue 32).
-	settle := time.NewTimer(w.opts.Settle / 2)
+	// The checks keep to one grid of Settle/2 steps, as a ticker's would:
+	// a timer started at a dump's first event instead fired exactly when
+	// the first rank's dump had settled and the others, written
+	// milliseconds later, had not, so every batch of a job's dumps was
+	// split and analyzed as ranks behind.
+	settle := time.NewTimer(untilNextTick(time.Now(), w.opts.Settle/2))
 	defer settle.Stop()
 	armed := true
 	arm := func() {
 		if !armed && w.waiting() {
-			settle.Reset(w.opts.Settle / 2)
+			settle.Reset(untilNextTick(time.Now(), w.opts.Settle/2))
 			armed = true
 		}
 	}
@@ -286,6 +291,12 @@ func (w *Watcher) observe(path string) {
 		return
 	}
 	w.seen[path] = &observation{size: info.Size(), modTime: info.ModTime(), inode: ino, since: w.now()}
+}
+
+// untilNextTick is the time from now to the next multiple of period since
+// the Unix epoch: the ticks of a ticker that never stopped.
+func untilNextTick(now time.Time, period time.Duration) time.Duration {
+	return period - time.Duration(now.UnixNano()%int64(period))
 }
 
 // waiting reports whether a file seen has not been reported yet.

@@ -182,3 +182,18 @@ func TestWaitingOnlyUntilReported(t *testing.T) {
 	w.observe(path)
 	assert.True(t, w.waiting(), "a changed file waits again")
 }
+
+// The settle checks keep to one grid whenever they are armed, so dumps
+// written together settle in one check whatever moment the first event
+// came.
+func TestUntilNextTickKeepsToOneGrid(t *testing.T) {
+	period := 500 * time.Millisecond
+	base := time.Unix(1_700_000_000, 0) // on the grid
+	for _, offset := range []time.Duration{0, time.Millisecond, 250 * time.Millisecond, 499 * time.Millisecond, 500 * time.Millisecond, 1234 * time.Millisecond} {
+		now := base.Add(offset)
+		d := untilNextTick(now, period)
+		assert.Greater(t, d, time.Duration(0), "offset %v", offset)
+		assert.LessOrEqual(t, d, period, "offset %v", offset)
+		assert.Zero(t, now.Add(d).UnixNano()%int64(period), "offset %v: the tick at %v is off the grid", offset, now.Add(d))
+	}
+}
