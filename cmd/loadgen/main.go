@@ -26,7 +26,12 @@
 //
 //	go run ./cmd/loadgen -mode agent -duration 3m
 //
-// Both need `make build` first.
+// -mode ib: the ib receiver's CPU per scrape against node_exporter's
+// infiniband collector on one RoCE sysfs tree (ib.go).
+//
+//	go run ./cmd/loadgen -mode ib
+//
+// All need `make build` first.
 package main
 
 import (
@@ -44,7 +49,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "gateway", "gateway (throughput against the contrib-only baseline) or agent (overhead on one node)")
+	mode := flag.String("mode", "gateway", "gateway (throughput against the contrib-only baseline), agent (overhead on one node) or ib (CPU per scrape against node_exporter)")
 	spans := flag.Int("spans", 200_000, "gateway: step spans to produce")
 	points := flag.Int("points", 500_000, "gateway: metric data points to produce")
 	logs := flag.Int("logs", 100_000, "gateway: log records to produce")
@@ -58,7 +63,7 @@ func main() {
 	duration := flag.Duration("duration", 3*time.Minute, "agent: measured time")
 	warmup := flag.Duration("warmup", 20*time.Second, "agent: time before the measurement starts")
 	step := flag.Duration("step", 1500*time.Millisecond, "agent: training step period of the simulated job")
-	agentConfig := flag.String("agent-config", "distributions/agent/config.yaml", "agent: configuration")
+	agentConfig := flag.String("agent-config", "distributions/agent/config.yaml", "agent, ib: configuration (ib: its receivers.ib)")
 	runtimeFrom := flag.String("runtime-from", "",
 		"workload manifest whose Go runtime settings (GOMAXPROCS from the CPU request, GOGC, GOMEMLIMIT) the collector runs with; empty: the base deployment's ("+baseManifests["gateway"]+", "+baseManifests["agent"]+"); none: the runtime's defaults. The environment's own GOGC, GOMAXPROCS and GOMEMLIMIT win")
 	binDir := flag.String("bin", "bin", "directory of the collector binaries (make build)")
@@ -111,8 +116,10 @@ func main() {
 		if err == nil {
 			r.WriteMarkdown(os.Stdout)
 		}
+	case "ib":
+		err = runIB(ctx, *binDir, *agentConfig, *runtimeFrom, dir)
 	default:
-		err = fmt.Errorf("-mode %q: want gateway or agent", *mode)
+		err = fmt.Errorf("-mode %q: want gateway, agent or ib", *mode)
 	}
 	if err != nil {
 		stop()
