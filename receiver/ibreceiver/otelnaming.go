@@ -19,10 +19,15 @@ import (
 
 // metricsBuilder creates a device's metrics lazily, so that no metric
 // without data points is emitted.
+//
+// Each metric's points are sized to the count of the device's previous
+// scrape (sizes), as contrib's generated MetricsBuilders do: no slice grows
+// point by point in a steady state.
 type metricsBuilder struct {
-	sm  pmetric.ScopeMetrics
-	dps [numMetrics]pmetric.NumberDataPointSlice
-	has [numMetrics]bool
+	sm    pmetric.ScopeMetrics
+	dps   [numMetrics]pmetric.NumberDataPointSlice
+	has   [numMetrics]bool
+	sizes *[numMetrics]int
 }
 
 func (b *metricsBuilder) point(id metricID) pmetric.NumberDataPoint {
@@ -40,9 +45,20 @@ func (b *metricsBuilder) point(id metricID) pmetric.NumberDataPoint {
 		} else {
 			b.dps[id] = m.SetEmptyGauge().DataPoints()
 		}
+		b.dps[id].EnsureCapacity(b.sizes[id])
 		b.has[id] = true
 	}
 	return b.dps[id].AppendEmpty()
+}
+
+// remember records the counts of this scrape's points for the next one.
+func (b *metricsBuilder) remember() {
+	for id := range b.dps {
+		b.sizes[id] = 0
+		if b.has[id] {
+			b.sizes[id] = b.dps[id].Len()
+		}
+	}
 }
 
 func (s *ibScraper) emitDevice(ctx context.Context, rm pmetric.ResourceMetrics, ds *deviceState, now, resetStart pcommon.Timestamp) {
@@ -56,7 +72,12 @@ func (s *ibScraper) emitDevice(ctx context.Context, rm pmetric.ResourceMetrics, 
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(metadata.ScopeName)
 	sm.Scope().SetVersion(s.version)
-	b := &metricsBuilder{sm: sm}
+	sm.Metrics().EnsureCapacity(ds.metrics)
+	b := &metricsBuilder{sm: sm, sizes: &ds.points}
+	defer func() {
+		b.remember()
+		ds.metrics = sm.Metrics().Len()
+	}()
 
 	for _, err := range dev.Errs {
 		s.fail(ctx, dev.Name, ds, failKey{name: "ports"}, err)

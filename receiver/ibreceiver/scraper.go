@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -128,14 +129,18 @@ type failState struct {
 }
 
 type deviceState struct {
-	dev     sysfs.Device // reused between scrapes; written by the read in flight
-	reader  *sysfs.Reader
-	read    *deviceRead // the read in flight, nil when none
-	stuck   bool        // a read missed its deadline; logged, until one finishes
+	dev     sysfs.Device  // reused between scrapes; written by the read in flight
+	reader  *sysfs.Reader // holds the device's files open between scrapes
+	read    *deviceRead   // the read in flight, nil when none
+	stuck   bool          // a read missed its deadline; logged, until one finishes
 	series  map[seriesKey]seriesState
 	failing map[failKey]*failState
 	gen     uint64
 	skipped map[string]metric.MeasurementOption // by reason
+	// points and metrics are the counts of the last scrape's output, to
+	// size the next one's slices (otel naming).
+	points  [numMetrics]int
+	metrics int
 }
 
 // deviceRead is one read of a device in its own goroutine: done is closed
@@ -143,14 +148,26 @@ type deviceState struct {
 type deviceRead struct {
 	done chan struct{}
 	err  error
+
+	// mu orders the end of the read against a close of the device's
+	// files while it is in flight (closeDevice): whichever comes second
+	// closes them.
+	mu       sync.Mutex
+	finished bool
+	closing  bool
 }
 
 type ibScraper struct {
-	logger   *zap.Logger
-	tb       *metadata.TelemetryBuilder
-	reader   *sysfs.Reader // lists the devices; each device has a Reader of its own
-	root     string
-	readOpts sysfs.ReadOptions
+	logger *zap.Logger
+	tb     *metadata.TelemetryBuilder
+	reader *sysfs.Reader // lists the devices; each device has a Reader of its own
+	// files bounds the sysfs files the devices' Readers hold open
+	// between scrapes; past it, files are opened and closed every
+	// scrape (counted, logged once).
+	files       *sysfs.FileBudget
+	filesLogged bool
+	root        string
+	readOpts    sysfs.ReadOptions
 	// readTimeout bounds the reads of one scrape; newTimer makes its timer
 	// (a seam for tests: the deadline fires when they say).
 	readTimeout time.Duration
@@ -179,6 +196,7 @@ func newScraper(cfg *Config, set receiver.Settings) (*ibScraper, error) {
 		logger:      set.Logger,
 		tb:          tb,
 		reader:      sysfs.NewReader(cfg.SysfsRoot),
+		files:       sysfs.NewFileBudget(maxHeldFiles),
 		root:        cfg.SysfsRoot,
 		readTimeout: effectiveReadTimeout(cfg),
 		newTimer: func(d time.Duration) (<-chan time.Time, func() bool) {
@@ -229,9 +247,16 @@ func (s *ibScraper) start(context.Context, component.Host) error {
 // shutdown waits for reads still in flight, at most read_timeout (or until
 // ctx ends): a read blocked in the kernel cannot be cancelled, and must not
 // hold the collector's shutdown. One left behind is logged; its goroutine
-// ends when the read returns.
+// ends when the read returns, and closes its device's files then. The
+// files of the others are closed before shutdown returns.
 func (s *ibScraper) shutdown(ctx context.Context) error {
 	defer s.tb.Shutdown()
+	defer func() {
+		for name, ds := range s.devices {
+			s.closeDevice(ds)
+			delete(s.devices, name)
+		}
+	}()
 	var deadline <-chan time.Time
 	for name, ds := range s.devices {
 		if ds.read == nil {
@@ -297,7 +322,10 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 					zap.String("path", s.reader.ClassPath()))
 				s.missingLogged = true
 			}
-			clear(s.devices)
+			for name, ds := range s.devices {
+				s.closeDevice(ds)
+				delete(s.devices, name)
+			}
 			return md, nil
 		}
 		return md, wrapReadErr(s.reader.ClassPath(), err)
@@ -316,7 +344,7 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 		ds := s.devices[name]
 		if ds == nil {
-			ds = &deviceState{series: map[seriesKey]seriesState{}, failing: map[failKey]*failState{}, reader: sysfs.NewReader(s.root)}
+			ds = &deviceState{series: map[seriesKey]seriesState{}, failing: map[failKey]*failState{}, reader: sysfs.NewHeldReader(s.root, s.files)}
 			s.devices[name] = ds
 		}
 		if ds.read != nil {
@@ -386,10 +414,49 @@ func (s *ibScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 	for name, ds := range s.devices {
 		if ds.gen != s.gen && !ds.reading() { // a state with a read in flight stays: one read at a time
+			s.closeDevice(ds)
 			delete(s.devices, name)
 		}
 	}
+	s.countUnheld(ctx)
 	return md, nil
+}
+
+// maxHeldFiles bounds the sysfs files held open between scrapes, all
+// devices together: about 45 a device with the default hw_counters, up to
+// about 110 with every mlx5 hw_counter ("*"), so 2048 holds the files of
+// 18 devices or more, well below the descriptor limit the Go runtime
+// raises to at start.
+const maxHeldFiles = 2048
+
+// countUnheld counts the reads of this scrape that opened and closed
+// their file because maxHeldFiles were held, and logs it the first time.
+func (s *ibScraper) countUnheld(ctx context.Context) {
+	n := s.files.TakeRefused()
+	if n == 0 {
+		return
+	}
+	s.tb.IbFilesUnheld.Add(ctx, n)
+	if !s.filesLogged {
+		s.filesLogged = true
+		s.logger.Warn("ibreceiver: holding the most sysfs files open that it will; the others are opened and closed every scrape",
+			zap.Int("max_held_files", s.files.Max()), zap.Int64("unheld_reads", n))
+	}
+}
+
+// closeDevice closes the files the device's Reader holds: now, or, when
+// a read of it is in flight, as soon as that read returns.
+func (s *ibScraper) closeDevice(ds *deviceState) {
+	if rd := ds.read; rd != nil {
+		rd.mu.Lock()
+		finished := rd.finished
+		rd.closing = true
+		rd.mu.Unlock()
+		if !finished {
+			return // the read's goroutine closes them
+		}
+	}
+	ds.reader.Close()
 }
 
 // reading says whether a read of the device has not returned yet.
@@ -412,6 +479,13 @@ func (s *ibScraper) startRead(name string, ds *deviceState) {
 	go func() {
 		defer close(rd.done)
 		rd.err = ds.reader.ReadDevice(name, s.readOpts, &ds.dev)
+		rd.mu.Lock()
+		rd.finished = true
+		closing := rd.closing
+		rd.mu.Unlock()
+		if closing {
+			ds.reader.Close()
+		}
 	}()
 }
 

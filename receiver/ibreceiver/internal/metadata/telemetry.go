@@ -39,11 +39,15 @@ type TelemetryBuilder struct {
 	// sysfs reads did not finish within read_timeout; one per device per
 	// scrape.
 	IbDevicesSkipped metric.Int64Counter
+	// IbFilesUnheld counts sysfs file reads done with open, read and
+	// close because the receiver held as many files open as it will.
+	IbFilesUnheld metric.Int64Counter
 }
 
 // Instruments of the receiver's own telemetry.
 var (
 	readErrors     = telemetry.Instrument{Name: "otelcol_ib_read_errors", Description: `Number of InfiniBand counter or state values that could not be read or parsed, including "N/A (no PMA)" values.`, Unit: "{error}", Stability: component.StabilityLevelAlpha}
+	filesUnheld    = telemetry.Instrument{Name: "otelcol_ib_files_unheld", Description: "Number of sysfs file reads done with open, read and close because the receiver already held as many files open as it will.", Unit: "{read}", Stability: component.StabilityLevelAlpha}
 	devicesSkipped = telemetry.Instrument{Name: "otelcol_ib_devices_skipped", Description: "Number of times a device was left out of a scrape because its sysfs reads did not finish within read_timeout.", Unit: "{device}", Stability: component.StabilityLevelAlpha}
 )
 
@@ -53,6 +57,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	return &TelemetryBuilder{
 		IbReadErrors:     b.Int64Counter(readErrors),
 		IbDevicesSkipped: b.Int64Counter(devicesSkipped),
+		IbFilesUnheld:    b.Int64Counter(filesUnheld),
 	}, b.Err()
 }
 

@@ -2,7 +2,6 @@ package sysfs // import "github.com/otelcol-gpu/otelcol-gpu/receiver/ibreceiver/
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -132,9 +131,18 @@ type ReadOptions struct {
 
 // Reader reads the InfiniBand class of one sysfs root. It reuses one read
 // buffer and is therefore not safe for concurrent use, except Current.
+//
+// It keeps the paths of the device it read last, and, with a FileBudget
+// (NewHeldReader), holds that device's files open and reads them again
+// with pread: a device or port that comes or goes (a new listing) or a
+// read that fails opens them anew. Close closes them.
 type Reader struct {
 	classPath string
 	buf       []byte
+	budget    *FileBudget // nil: open, read, close every file every time
+	dev       devFiles
+	classList lister   // of class/infiniband
+	devNames  []string // its names, sorted
 
 	mu      sync.Mutex
 	current string // the path being opened or read, "" between reads
@@ -155,7 +163,8 @@ func (r *Reader) setCurrent(path string) {
 	r.mu.Unlock()
 }
 
-// NewReader returns a Reader for sysfsRoot (usually "/sys").
+// NewReader returns a Reader for sysfsRoot (usually "/sys") that holds no
+// file open between reads.
 func NewReader(sysfsRoot string) *Reader {
 	return &Reader{
 		classPath: joinPath(sysfsRoot, ClassDir),
@@ -163,19 +172,33 @@ func NewReader(sysfsRoot string) *Reader {
 	}
 }
 
+// NewHeldReader returns a Reader for sysfsRoot that holds the files of the
+// device it reads open, within budget (shared by the Readers of one
+// receiver), until the device's files change or Close.
+func NewHeldReader(sysfsRoot string, budget *FileBudget) *Reader {
+	r := NewReader(sysfsRoot)
+	r.budget = budget
+	return r
+}
+
 // ClassPath returns <root>/class/infiniband.
 func (r *Reader) ClassPath() string { return r.classPath }
 
 // DeviceNames returns the sorted names of the devices under
 // <root>/class/infiniband. When that directory does not exist the error
-// satisfies errors.Is(err, fs.ErrNotExist).
+// satisfies errors.Is(err, fs.ErrNotExist). The slice is the Reader's,
+// the same while the listing does not change: do not modify it.
 func (r *Reader) DeviceNames() ([]string, error) {
-	names, err := readDirNames(r.classPath)
+	raw, changed, err := r.classList.list(r.classPath)
 	if err != nil {
+		r.classList, r.devNames = lister{}, nil
 		return nil, err
 	}
-	slices.Sort(names)
-	return names, nil
+	if changed || r.devNames == nil {
+		r.devNames = slices.Clone(raw)
+		slices.Sort(r.devNames)
+	}
+	return r.devNames, nil
 }
 
 // ReadDevice reads device name into dst, reusing dst's slices and unchanged
@@ -184,50 +207,66 @@ func (r *Reader) DeviceNames() ([]string, error) {
 // Err fields of dst.
 func (r *Reader) ReadDevice(name string, opts ReadOptions, dst *Device) error {
 	defer r.setCurrent("")
-	devPath := joinPath(r.classPath, name)
+	devPath := r.dev.path
+	if r.dev.name != name {
+		devPath = joinPath(r.classPath, name)
+	}
 	r.setCurrent(devPath)
 	st, err := os.Stat(devPath)
 	if err != nil {
+		r.releaseDevice()
 		return err
 	}
 	if !st.IsDir() {
+		r.releaseDevice()
 		return &fs.PathError{Op: "read", Path: devPath, Err: ErrNotDir}
 	}
+	d := r.device(name, devPath, idOf(st))
 	dst.Name = name
 	dst.Errs = dst.Errs[:0]
-	r.readText(devPath, "hca_type", &dst.HCAType)
-	r.readText(devPath, "board_id", &dst.BoardID)
-	r.readText(devPath, "fw_ver", &dst.FWVer)
-	r.readText(devPath, "node_guid", &dst.NodeGUID)
+	r.readText(&d.text[0], &dst.HCAType)
+	r.readText(&d.text[1], &dst.BoardID)
+	r.readText(&d.text[2], &dst.FWVer)
+	r.readText(&d.text[3], &dst.NodeGUID)
 
-	portsPath := devPath + "/ports"
-	portNames, err := readDirNames(portsPath)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		dst.Errs = append(dst.Errs, err)
+	listing, changed, err := d.portsList.list(d.portsPath)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			dst.Errs = append(dst.Errs, err)
+		}
+		d.portsList = lister{} // the next listing is a new one
+		listing, changed = nil, true
 	}
-	// Keep directories only (a stray file is not a port).
-	portNames = slices.DeleteFunc(portNames, func(pn string) bool {
-		st, err := os.Stat(portsPath + "/" + pn)
-		return err != nil || !st.IsDir()
-	})
-	slices.SortFunc(portNames, comparePortNames)
-	if cap(dst.Ports) < len(portNames) {
-		dst.Ports = append(dst.Ports[:cap(dst.Ports)], make([]Port, len(portNames)-cap(dst.Ports))...)
+	if changed || d.portNames == nil {
+		// A new listing: keep directories only (a stray file is not a
+		// port), in port order.
+		portNames := slices.DeleteFunc(slices.Clone(listing), func(pn string) bool {
+			st, err := os.Stat(d.portsPath + "/" + pn)
+			return err != nil || !st.IsDir()
+		})
+		if portNames == nil {
+			portNames = []string{}
+		}
+		slices.SortFunc(portNames, comparePortNames)
+		r.setPorts(d, portNames)
 	}
-	dst.Ports = dst.Ports[:len(portNames)]
-	for i, pn := range portNames {
-		r.readPort(portsPath+"/"+pn, pn, opts, &dst.Ports[i])
+	if cap(dst.Ports) < len(d.portNames) {
+		dst.Ports = append(dst.Ports[:cap(dst.Ports)], make([]Port, len(d.portNames)-cap(dst.Ports))...)
+	}
+	dst.Ports = dst.Ports[:len(d.portNames)]
+	for i, pn := range d.portNames {
+		r.readPort(&d.ports[i], pn, opts, &dst.Ports[i])
 	}
 	return nil
 }
 
-func (r *Reader) readPort(portPath, name string, opts ReadOptions, p *Port) {
+func (r *Reader) readPort(pf *portFiles, name string, opts ReadOptions, p *Port) {
 	p.Name = name
 	p.Errs = p.Errs[:0]
-	r.readState(portPath+"/state", &p.State)
-	r.readState(portPath+"/phys_state", &p.PhysState)
-	r.readRate(portPath+"/rate", &p.Rate)
-	r.readText(portPath, "link_layer", &p.LinkLayer)
+	r.readState(&pf.state, &p.State)
+	r.readState(&pf.physState, &p.PhysState)
+	r.readRate(&pf.rate, &p.Rate)
+	r.readText(&pf.linkLayer, &p.LinkLayer)
 
 	counters, ext := PortCounterNames, ExtCounterNames
 	if opts.Counters != nil {
@@ -236,48 +275,55 @@ func (r *Reader) readPort(portPath, name string, opts ReadOptions, p *Port) {
 	if opts.ExtCounters != nil {
 		ext = opts.ExtCounters
 	}
-	p.Counters = r.readCounters(portPath+"/counters", counters, p.Counters[:0])
-	p.ExtCounters = r.readCounters(portPath+"/counters_ext", ext, p.ExtCounters[:0])
+	r.set(&pf.counters, counters)
+	r.set(&pf.ext, ext)
+	p.Counters = r.readCounters(&pf.counters, p.Counters[:0])
+	p.ExtCounters = r.readCounters(&pf.ext, p.ExtCounters[:0])
 
-	hwPath := portPath + "/hw_counters"
 	hwNames := opts.HWCounters
 	if opts.AllHWCounters {
-		var err error
-		hwNames, err = readDirNames(hwPath)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			p.Errs = append(p.Errs, err)
+		listing, changed, err := pf.hwList.list(pf.hw.dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				p.Errs = append(p.Errs, err)
+			}
+			pf.hwList = lister{}
+			listing, changed = nil, true
 		}
-		// "lifespan" is a setting (milliseconds between refreshes of the
-		// hardware statistics), not a counter.
-		hwNames = slices.DeleteFunc(hwNames, func(n string) bool { return n == HWCounterLifespan })
-		slices.Sort(hwNames)
+		hwNames = pf.hw.names
+		if changed || !pf.hwAll {
+			// "lifespan" is a setting (milliseconds between refreshes of
+			// the hardware statistics), not a counter.
+			hwNames = slices.DeleteFunc(slices.Clone(listing), func(n string) bool { return n == HWCounterLifespan })
+			slices.Sort(hwNames)
+		}
 	}
-	p.HWCounters = r.readCounters(hwPath, hwNames, p.HWCounters[:0])
+	pf.hwAll = opts.AllHWCounters
+	r.set(&pf.hw, hwNames)
+	p.HWCounters = r.readCounters(&pf.hw, p.HWCounters[:0])
 }
 
-// readCounters appends the counters of dir named in names that exist.
-func (r *Reader) readCounters(dir string, names []string, dst []Counter) []Counter {
-	if len(names) == 0 {
-		return dst
-	}
+// readCounters appends the counters of s that exist.
+func (r *Reader) readCounters(s *heldSet, dst []Counter) []Counter {
 	checked := false
-	for _, n := range names {
-		b, err := r.readFile(dir + "/" + n)
+	for i := range s.files {
+		h := &s.files[i]
+		b, err := r.readHeld(h)
 		if errors.Is(err, fs.ErrNotExist) {
 			if !checked {
 				checked = true
-				if isMissingDir(dir) {
+				if isMissingDir(s.dir) {
 					// Whole directory absent: do not try every name.
 					return dst
 				}
 			}
 			continue
 		}
-		c := Counter{Name: n}
+		c := Counter{Name: s.names[i]}
 		if err == nil {
 			c.Value, err = ParseCounter(b)
 			if err != nil {
-				err = &fs.PathError{Op: "parse", Path: dir + "/" + n, Err: err}
+				err = &fs.PathError{Op: "parse", Path: h.path, Err: err}
 			}
 		}
 		c.Err = err
@@ -291,9 +337,8 @@ func isMissingDir(dir string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-func (r *Reader) readText(dir, name string, t *Text) {
-	path := dir + "/" + name
-	b, err := r.readFile(path)
+func (r *Reader) readText(h *heldFile, t *Text) {
+	b, err := r.readHeld(h)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t.Present, t.Err, t.Value = false, nil, ""
@@ -308,8 +353,8 @@ func (r *Reader) readText(dir, name string, t *Text) {
 	}
 }
 
-func (r *Reader) readState(path string, s *State) {
-	b, err := r.readFile(path)
+func (r *Reader) readState(h *heldFile, s *State) {
+	b, err := r.readHeld(h)
 	if err != nil {
 		*s = State{Err: err}
 		if errors.Is(err, fs.ErrNotExist) {
@@ -319,14 +364,14 @@ func (r *Reader) readState(path string, s *State) {
 	}
 	code, text, err := ParseState(b)
 	if err != nil {
-		*s = State{Err: &fs.PathError{Op: "parse", Path: path, Err: err}}
+		*s = State{Err: &fs.PathError{Op: "parse", Path: h.path, Err: err}}
 		return
 	}
 	*s = State{Code: code, Text: text, Present: true}
 }
 
-func (r *Reader) readRate(path string, rt *Rate) {
-	b, err := r.readFile(path)
+func (r *Reader) readRate(h *heldFile, rt *Rate) {
+	b, err := r.readHeld(h)
 	if err != nil {
 		*rt = Rate{Err: err}
 		if errors.Is(err, fs.ErrNotExist) {
@@ -336,7 +381,7 @@ func (r *Reader) readRate(path string, rt *Rate) {
 	}
 	v, err := ParseRate(b)
 	if err != nil {
-		*rt = Rate{Err: &fs.PathError{Op: "parse", Path: path, Err: err}}
+		*rt = Rate{Err: &fs.PathError{Op: "parse", Path: h.path, Err: err}}
 		return
 	}
 	*rt = Rate{BytesPerSecond: v, Present: true}
@@ -351,33 +396,7 @@ func (r *Reader) readFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	n := 0
-	for {
-		if n == len(r.buf) {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLong}
-		}
-		m, err := f.Read(r.buf[n:])
-		n += m
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m == 0 {
-			break
-		}
-	}
-	return r.buf[:n], nil
-}
-
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
+	return r.readAll(f, path)
 }
 
 // comparePortNames orders port directories numerically ("2" < "10"), falling
