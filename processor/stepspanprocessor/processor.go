@@ -417,7 +417,6 @@ func (p *stepSpanProcessor) flush(ctx context.Context, final bool) time.Time {
 		p.send(ctx, td)
 	}
 	return next
-	return next
 }
 
 // summarise folds the collectives of the step's rank that ran within the
