@@ -23,7 +23,13 @@ func TestOwnershipVisibleToEveryMember(t *testing.T) {
 		return startMember(t, name, cfg, rc.member(name))
 	}
 	a := start("gw-a")
-	assert.Equal(t, ownership.RoleElecting, a.r.Status().Role, "before the first assignment")
+	// Alone in the group it is electing until its first assignment, then
+	// the owner naming itself; a fast broker may have assigned it already
+	// (a flake of an exact "electing" here under load).
+	if sa := a.r.Status(); sa.Role != ownership.RoleElecting {
+		assert.Equal(t, ownership.RoleOwner, sa.Role, "alone in the group, before or after the first assignment")
+		assert.Equal(t, "gw-a", sa.Owner.Name, "alone in the group, it owns")
+	}
 	b := start("gw-b")
 	self := func(m *member) ownership.Member {
 		return ownership.Member{Name: m.name, Console: "https://" + m.name + ".gw.ns.svc:8787"}

@@ -130,22 +130,27 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 	w.rescan(fsw, watched)
 	rescan := time.NewTicker(w.opts.Rescan)
 	defer rescan.Stop()
-	// The settle check runs every Settle/2 while a file waits to settle,
-	// and not at all otherwise: an idle node costs no wakeup (issue 32).
-	// The checks keep to one grid of Settle/2 steps, as a ticker's would:
-	// a timer started at a dump's first event instead fired exactly when
-	// the first rank's dump had settled and the others, written
-	// milliseconds later, had not, so every batch of a job's dumps was
-	// split and analyzed as ranks behind.
-	settle := time.NewTimer(untilNextTick(time.Now(), w.opts.Settle/2))
+	// The settle check runs only while a file waits to settle: an idle
+	// node costs no wakeup (issue 32). It runs Settle/2 after the earliest
+	// waiting file has settled, so that the files written with it (a
+	// job's ranks dumping on one timeout, milliseconds apart) have settled
+	// too and come in one batch: a check at the first file's settle time
+	// split every batch, and the analysis took the later ranks for ranks
+	// behind.
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
 	defer settle.Stop()
-	armed := true
+	armed := false
 	arm := func() {
-		if !armed && w.waiting() {
-			settle.Reset(untilNextTick(time.Now(), w.opts.Settle/2))
+		if armed {
+			return
+		}
+		if first, ok := w.earliestWaiting(); ok {
+			settle.Reset(first.Add(w.opts.Settle + w.opts.Settle/2).Sub(w.now()))
 			armed = true
 		}
 	}
+	arm()
 	for {
 		select {
 		case <-ctx.Done():
@@ -293,20 +298,17 @@ func (w *Watcher) observe(path string) {
 	w.seen[path] = &observation{size: info.Size(), modTime: info.ModTime(), inode: ino, since: w.now()}
 }
 
-// untilNextTick is the time from now to the next multiple of period since
-// the Unix epoch: the ticks of a ticker that never stopped.
-func untilNextTick(now time.Time, period time.Duration) time.Duration {
-	return period - time.Duration(now.UnixNano()%int64(period))
-}
-
-// waiting reports whether a file seen has not been reported yet.
-func (w *Watcher) waiting() bool {
+// earliestWaiting is the earliest time a file not reported yet was seen
+// as it is; false when every file seen has been reported.
+func (w *Watcher) earliestWaiting() (time.Time, bool) {
+	var first time.Time
+	found := false
 	for _, o := range w.seen {
-		if !o.reported {
-			return true
+		if !o.reported && (!found || o.since.Before(first)) {
+			first, found = o.since, true
 		}
 	}
-	return false
+	return first, found
 }
 
 // settled reports files unchanged for the settle time, in path order.

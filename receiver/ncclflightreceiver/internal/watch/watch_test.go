@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -167,33 +168,37 @@ func TestWaitingOnlyUntilReported(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "nccl_trace_rank_0")
 	w := New(Options{Dirs: []string{dir}, Patterns: []string{"nccl_trace_rank_*"}, Settle: time.Millisecond}, zap.NewNop())
-	assert.False(t, w.waiting(), "nothing seen")
+	_, waiting := w.earliestWaiting()
+	assert.False(t, waiting, "nothing seen")
 	require.NoError(t, os.WriteFile(path, []byte("dump0"), 0o644))
 	w.observe(path)
-	assert.True(t, w.waiting(), "a new file waits to settle")
+	_, waiting = w.earliestWaiting()
+	assert.True(t, waiting, "a new file waits to settle")
 	time.Sleep(5 * time.Millisecond)
 	var got []File
 	w.settled(func(files []File) { got = append(got, files...) })
 	require.Len(t, got, 1)
-	assert.False(t, w.waiting(), "reported: nothing waits")
+	_, waiting = w.earliestWaiting()
+	assert.False(t, waiting, "reported: nothing waits")
 	w.observe(path) // unchanged
-	assert.False(t, w.waiting())
+	_, waiting = w.earliestWaiting()
+	assert.False(t, waiting)
 	require.NoError(t, os.WriteFile(path, []byte("dump0, rewritten"), 0o644))
 	w.observe(path)
-	assert.True(t, w.waiting(), "a changed file waits again")
+	_, waiting = w.earliestWaiting()
+	assert.True(t, waiting, "a changed file waits again")
 }
 
-// The settle checks keep to one grid whenever they are armed, so dumps
-// written together settle in one check whatever moment the first event
-// came.
-func TestUntilNextTickKeepsToOneGrid(t *testing.T) {
-	period := 500 * time.Millisecond
-	base := time.Unix(1_700_000_000, 0) // on the grid
-	for _, offset := range []time.Duration{0, time.Millisecond, 250 * time.Millisecond, 499 * time.Millisecond, 500 * time.Millisecond, 1234 * time.Millisecond} {
-		now := base.Add(offset)
-		d := untilNextTick(now, period)
-		assert.Greater(t, d, time.Duration(0), "offset %v", offset)
-		assert.LessOrEqual(t, d, period, "offset %v", offset)
-		assert.Zero(t, now.Add(d).UnixNano()%int64(period), "offset %v: the tick at %v is off the grid", offset, now.Add(d))
+// Dumps written together, milliseconds apart, after the watcher started
+// (a job's ranks dumping on one timeout) come in one batch.
+func TestABurstOfDumpsComesInOneBatch(t *testing.T) {
+	dir := t.TempDir()
+	c := run(t, Options{Dirs: []string{dir}, Patterns: []string{"nccl_trace_rank_*"}, Rescan: time.Hour, Settle: 400 * time.Millisecond}, nil)
+	time.Sleep(50 * time.Millisecond) // the watch is set up
+	for r := 0; r < 8; r++ {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("nccl_trace_rank_%d", r)), []byte("dump"), 0o644))
+		time.Sleep(5 * time.Millisecond)
 	}
+	require.Eventually(t, func() bool { return len(c.paths()) == 8 }, 10*time.Second, 10*time.Millisecond)
+	assert.Len(t, c.batchList(), 1, "one batch of 8, got %v", c.batchList())
 }
