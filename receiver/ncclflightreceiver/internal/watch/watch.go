@@ -130,27 +130,8 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 	w.rescan(fsw, watched)
 	rescan := time.NewTicker(w.opts.Rescan)
 	defer rescan.Stop()
-	// The settle check runs only while a file waits to settle: an idle
-	// node costs no wakeup (issue 32). It runs Settle/2 after the earliest
-	// waiting file has settled, so that the files written with it (a
-	// job's ranks dumping on one timeout, milliseconds apart) have settled
-	// too and come in one batch: a check at the first file's settle time
-	// split every batch, and the analysis took the later ranks for ranks
-	// behind.
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
+	settle := time.NewTicker(w.opts.Settle / 2)
 	defer settle.Stop()
-	armed := false
-	arm := func() {
-		if armed {
-			return
-		}
-		if first, ok := w.earliestWaiting(); ok {
-			settle.Reset(first.Add(w.opts.Settle + w.opts.Settle/2).Sub(w.now()))
-			armed = true
-		}
-	}
-	arm()
 	for {
 		select {
 		case <-ctx.Done():
@@ -170,7 +151,6 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 			}
 			if w.matches(ev.Name) {
 				w.observe(ev.Name)
-				arm()
 			}
 		case err, ok := <-errs:
 			if !ok {
@@ -181,11 +161,8 @@ func (w *Watcher) Run(ctx context.Context, ready func([]File)) error {
 			w.logger.Debug("ncclflightreceiver: file notification error", zap.Error(err))
 		case <-rescan.C:
 			w.rescan(fsw, watched)
-			arm()
 		case <-settle.C:
-			armed = false
 			w.settled(ready)
-			arm()
 		}
 	}
 }
@@ -296,19 +273,6 @@ func (w *Watcher) observe(path string) {
 		return
 	}
 	w.seen[path] = &observation{size: info.Size(), modTime: info.ModTime(), inode: ino, since: w.now()}
-}
-
-// earliestWaiting is the earliest time a file not reported yet was seen
-// as it is; false when every file seen has been reported.
-func (w *Watcher) earliestWaiting() (time.Time, bool) {
-	var first time.Time
-	found := false
-	for _, o := range w.seen {
-		if !o.reported && (!found || o.since.Before(first)) {
-			first, found = o.since, true
-		}
-	}
-	return first, found
 }
 
 // settled reports files unchanged for the settle time, in path order.

@@ -3,7 +3,6 @@ package watch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -160,45 +159,4 @@ func TestReadFileCap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, data, 100)
 	assert.Equal(t, "/x|1|2|3", File{Path: "/x", Inode: 1, Size: 2, ModTime: time.Unix(0, 3)}.Key())
-}
-
-// The settle check is armed only while a file waits: waiting is true from a
-// file's change until it is reported, and false after.
-func TestWaitingOnlyUntilReported(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "nccl_trace_rank_0")
-	w := New(Options{Dirs: []string{dir}, Patterns: []string{"nccl_trace_rank_*"}, Settle: time.Millisecond}, zap.NewNop())
-	_, waiting := w.earliestWaiting()
-	assert.False(t, waiting, "nothing seen")
-	require.NoError(t, os.WriteFile(path, []byte("dump0"), 0o644))
-	w.observe(path)
-	_, waiting = w.earliestWaiting()
-	assert.True(t, waiting, "a new file waits to settle")
-	time.Sleep(5 * time.Millisecond)
-	var got []File
-	w.settled(func(files []File) { got = append(got, files...) })
-	require.Len(t, got, 1)
-	_, waiting = w.earliestWaiting()
-	assert.False(t, waiting, "reported: nothing waits")
-	w.observe(path) // unchanged
-	_, waiting = w.earliestWaiting()
-	assert.False(t, waiting)
-	require.NoError(t, os.WriteFile(path, []byte("dump0, rewritten"), 0o644))
-	w.observe(path)
-	_, waiting = w.earliestWaiting()
-	assert.True(t, waiting, "a changed file waits again")
-}
-
-// Dumps written together, milliseconds apart, after the watcher started
-// (a job's ranks dumping on one timeout) come in one batch.
-func TestABurstOfDumpsComesInOneBatch(t *testing.T) {
-	dir := t.TempDir()
-	c := run(t, Options{Dirs: []string{dir}, Patterns: []string{"nccl_trace_rank_*"}, Rescan: time.Hour, Settle: 400 * time.Millisecond}, nil)
-	time.Sleep(50 * time.Millisecond) // the watch is set up
-	for r := 0; r < 8; r++ {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("nccl_trace_rank_%d", r)), []byte("dump"), 0o644))
-		time.Sleep(5 * time.Millisecond)
-	}
-	require.Eventually(t, func() bool { return len(c.paths()) == 8 }, 10*time.Second, 10*time.Millisecond)
-	assert.Len(t, c.batchList(), 1, "one batch of 8, got %v", c.batchList())
 }
