@@ -140,10 +140,13 @@ type devFiles struct {
 	portsList lister   // of ports/
 	portNames []string // its directories, the ports, sorted; nil before the first listing
 	ports     []portFiles
+	stamp     dirStamp // of path
 }
 
 // portFiles are one port's files, in the order in which they are read.
 type portFiles struct {
+	dir                               string   // ports/<n>
+	stamp                             dirStamp // of dir
 	state, physState, rate, linkLayer heldFile
 	counters, ext, hw                 heldSet
 	hwList                            lister // of hw_counters/, with AllHWCounters
@@ -155,6 +158,37 @@ type heldSet struct {
 	dir   string
 	names []string
 	files []heldFile
+	stamp dirStamp
+}
+
+// dirStamp is what a directory's stat says of its entries. A file
+// replaced in it (written elsewhere and renamed over it, as the tests and
+// the testbed write their sysfs trees; sysfs itself changes a value in
+// place) changes the directory's mtime, and a descriptor held on the old
+// file would go on reading the old value: its files are opened anew.
+type dirStamp struct {
+	id    fileID
+	mtime int64
+	ok    bool
+}
+
+// update records st and reports whether it differs from the last one.
+func (s *dirStamp) update(st fs.FileInfo) bool {
+	cur := dirStamp{id: idOf(st), mtime: st.ModTime().UnixNano(), ok: true}
+	changed := s.ok && cur != *s
+	*s = cur
+	return changed
+}
+
+// replaced reports whether dir's entries changed since the last call.
+func replaced(dir string, last *dirStamp) bool {
+	st, err := os.Stat(dir)
+	if err != nil {
+		changed := last.ok
+		*last = dirStamp{}
+		return changed
+	}
+	return last.update(st)
 }
 
 // set makes s the files of its directory named by names, keeping those

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -171,4 +172,35 @@ func TestHeldReaderDoesNotHoldOtherFiles(t *testing.T) {
 	require.Error(t, counterMap(d.Ports[0].Counters)["symbol_error"].Err)
 	assert.Nil(t, r.dev.ports[0].counters.files[slices.Index(r.dev.ports[0].counters.names, "symbol_error")].f)
 	r.Close()
+}
+
+// A file replaced by a rename over it (how the tests and the testbed write
+// their trees; sysfs changes values in place) is read anew, not from the
+// descriptor held on the old file: counters, port attributes and device
+// files alike.
+func TestHeldReaderFollowsReplacedFiles(t *testing.T) {
+	root := copyTree(t, procfsRoot)
+	dev := filepath.Join(root, ClassDir, "mlx5_0")
+	budget := NewFileBudget(1000)
+	r := NewHeldReader(root, budget)
+	opts := ReadOptions{AllHWCounters: true}
+	var d Device
+	readBoth(t, root, r, "mlx5_0", opts, &d)
+
+	replace := func(path, content string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		require.NoError(t, os.WriteFile(tmp, []byte(content), 0o644))
+		require.NoError(t, os.Rename(tmp, path))
+	}
+	// A directory's mtime has the file system's granularity: make sure
+	// the renames land on another tick than the first read's.
+	time.Sleep(20 * time.Millisecond)
+	replace(filepath.Join(dev, "ports/1/counters/port_xmit_data"), "7\n")
+	replace(filepath.Join(dev, "ports/1/state"), "1: DOWN\n")
+	replace(filepath.Join(dev, "hca_type"), "MT9999\n")
+	readBoth(t, root, r, "mlx5_0", opts, &d)
+	assert.Equal(t, uint64(7), counterMap(d.Ports[0].Counters)[PortXmitData].Value)
+	assert.Equal(t, State{Code: 1, Text: "DOWN", Present: true}, d.Ports[0].State)
+	assert.Equal(t, "MT9999", d.HCAType.Value)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 )
@@ -222,6 +223,11 @@ func (r *Reader) ReadDevice(name string, opts ReadOptions, dst *Device) error {
 		return &fs.PathError{Op: "read", Path: devPath, Err: ErrNotDir}
 	}
 	d := r.device(name, devPath, idOf(st))
+	if d.stamp.update(st) {
+		for i := range d.text {
+			r.release(&d.text[i])
+		}
+	}
 	dst.Name = name
 	dst.Errs = dst.Errs[:0]
 	r.readText(&d.text[0], &dst.HCAType)
@@ -263,6 +269,16 @@ func (r *Reader) ReadDevice(name string, opts ReadOptions, dst *Device) error {
 func (r *Reader) readPort(pf *portFiles, name string, opts ReadOptions, p *Port) {
 	p.Name = name
 	p.Errs = p.Errs[:0]
+	if r.budget != nil {
+		if pf.dir == "" {
+			pf.dir = filepath.Dir(pf.state.path)
+		}
+		if replaced(pf.dir, &pf.stamp) {
+			for _, h := range []*heldFile{&pf.state, &pf.physState, &pf.rate, &pf.linkLayer} {
+				r.release(h)
+			}
+		}
+	}
 	r.readState(&pf.state, &p.State)
 	r.readState(&pf.physState, &p.PhysState)
 	r.readRate(&pf.rate, &p.Rate)
@@ -305,6 +321,9 @@ func (r *Reader) readPort(pf *portFiles, name string, opts ReadOptions, p *Port)
 
 // readCounters appends the counters of s that exist.
 func (r *Reader) readCounters(s *heldSet, dst []Counter) []Counter {
+	if r.budget != nil && replaced(s.dir, &s.stamp) {
+		r.releaseAll(s.files)
+	}
 	checked := false
 	for i := range s.files {
 		h := &s.files[i]
