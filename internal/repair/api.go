@@ -51,7 +51,7 @@ type VerifyRequest struct {
 	Node    string `json:"node"`
 	FaultID string `json:"fault_id"`
 	// GPUs to check (UUIDs); empty: every GPU of the node.
-	GPUs   []string     `json:"gpus,omitempty"`
+	GPUs   []string    `json:"gpus,omitempty"`
 	Checks []CheckSpec `json:"checks"`
 }
 
