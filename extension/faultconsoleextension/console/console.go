@@ -140,6 +140,42 @@ type QuarantinedNode struct {
 	Since    time.Time
 	// ReleasePending: every fault resolved, the verification window runs.
 	ReleasePending bool
+	// Lifecycle is where the node is in the repair loop (nil: the exporter
+	// runs no repair loop for it).
+	Lifecycle *Lifecycle
+}
+
+// Lifecycle is a quarantined node's place in the repair loop
+// (docs/fault-record.md, "The repair loop").
+type Lifecycle struct {
+	// Step is the current step (internal/repair's Step names), Since when
+	// the node entered it.
+	Step  string
+	Since time.Time
+	// Repair is the repair action in flight or last done (gpu_reset,
+	// reboot, rma; "" before the first), Attempt its number in the node's
+	// loop (1 for the first repair).
+	Repair  string
+	Attempt int
+	// History is every step the node went through, oldest first.
+	History []LifecycleStep
+	// Verifications are the verification results, oldest first.
+	Verifications []Verification
+}
+
+// LifecycleStep is one step of a node's loop.
+type LifecycleStep struct {
+	Step   string
+	At     time.Time
+	Detail string
+}
+
+// Verification is one verification's result on the node.
+type Verification struct {
+	At     time.Time
+	Checks string // e.g. "dcgm_diag level 2, links_steady 5m0s"
+	Passed bool
+	Detail string
 }
 
 // Breaker is the remediation breaker's state.
