@@ -13,7 +13,36 @@ const (
 	PathGPUReset = "/v1/repair/gpu_reset" // POST GPUResetRequest: Job
 	PathVerify   = "/v1/repair/verify"    // POST VerifyRequest: Job
 	PathJobs     = "/v1/repair/jobs/"     // GET PathJobs + id: Job
+	PathConfirm  = "/v1/repair/confirm"   // POST ConfirmRequest: Confirmation
 )
+
+// ConfirmRequest asks a node's agent whether its own hardware signals (the
+// agent's receivers, never what arrives over OTLP) show the fault. The
+// gateway asks before the first repair: a fault made of signals that some
+// other writer of the input topics forged about this node is not confirmed
+// by the node itself, and nothing is repaired (docs/security.md, "Repair
+// actions").
+type ConfirmRequest struct {
+	ID        string `json:"id"`
+	Node      string `json:"node"`
+	FaultID   string `json:"fault_id"`
+	FaultType string `json:"fault_type"`
+	GPUUUID   string `json:"gpu_uuid,omitempty"`
+	XID       int    `json:"xid,omitempty"`
+	// Since is the fault's onset: the agent looks at its signals from a
+	// margin before it until now (bounded by what it keeps).
+	Since time.Time `json:"since"`
+}
+
+// Confirmation is a node agent's answer to a ConfirmRequest.
+type Confirmation struct {
+	Confirmed bool `json:"confirmed"`
+	// Detail says what the agent saw (or did not).
+	Detail string `json:"detail"`
+	// Evidence lists the agent's own readings that confirm it, e.g.
+	// "ecc.dbe_volatile +2 since 10:02:03".
+	Evidence []string `json:"evidence,omitempty"`
+}
 
 // NodeStatus is what an agent says about its node.
 type NodeStatus struct {
