@@ -81,6 +81,7 @@ func newAPI(s *store, opts apiOptions) *api {
 	a.mux.HandleFunc("GET /api/v1/faults/{id}", a.fault)
 	a.mux.HandleFunc("POST /api/v1/faults/{id}/ack", a.control(a.ack))
 	a.mux.HandleFunc("GET /api/v1/nodes", a.nodes)
+	a.mux.HandleFunc("GET /api/v1/nodes/{node}", a.node)
 	a.mux.HandleFunc("POST /api/v1/nodes/{node}/release", a.control(a.release))
 	a.mux.HandleFunc("GET /api/v1/breaker", a.breaker)
 	a.mux.HandleFunc("POST /api/v1/breaker/reset", a.control(a.reset))
@@ -354,12 +355,13 @@ func (a *api) nodes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	now := a.opts.Now()
 	out := consoleclient.Nodes{Nodes: make([]consoleclient.Node, 0, len(nodes))}
 	for _, n := range nodes {
-		out.Nodes = append(out.Nodes, consoleclient.Node{
-			Node: n.Node, FaultIDs: nonNil(n.FaultIDs), Actions: nonNil(n.Actions),
-			Reason: n.Reason, Since: n.Since.UTC(), ReleasePending: n.ReleasePending,
-		})
+		out.Nodes = append(out.Nodes, wireNode(n, now))
+		if n.Lifecycle != nil {
+			out.Steps = lifecycleSteps()
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

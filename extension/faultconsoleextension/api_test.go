@@ -146,6 +146,7 @@ var routes = []struct{ method, path, body string }{
 	{"GET", "/api/v1/faults/f-xid", ""},
 	{"POST", "/api/v1/faults/f-xid/ack", `{"operator":"alice","reason":"seen"}`},
 	{"GET", "/api/v1/nodes", ""},
+	{"GET", "/api/v1/nodes/node-b", ""},
 	{"POST", "/api/v1/nodes/node-b/release", `{"operator":"alice","reason":"fixed"}`},
 	{"GET", "/api/v1/breaker", ""},
 	{"POST", "/api/v1/breaker/reset", `{"operator":"alice","reason":"checked"}`},

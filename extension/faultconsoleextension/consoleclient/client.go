@@ -141,6 +141,14 @@ func (c *Client) Nodes(ctx context.Context) (Nodes, []byte, error) {
 	return out, raw, err
 }
 
+// Node reads GET /api/v1/nodes/{node}: one quarantined node with its
+// repair loop's history.
+func (c *Client) Node(ctx context.Context, node string) (Node, []byte, error) {
+	var out Node
+	raw, err := c.call(ctx, http.MethodGet, "/api/v1/nodes/"+url.PathEscape(node), nil, &out)
+	return out, raw, err
+}
+
 // Release posts /api/v1/nodes/{node}/release.
 func (c *Client) Release(ctx context.Context, node string, a Action) (Release, []byte, error) {
 	var out Release

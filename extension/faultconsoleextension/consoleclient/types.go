@@ -120,11 +120,19 @@ type Node struct {
 	Reason         string    `json:"reason"`
 	Since          time.Time `json:"since"`
 	ReleasePending bool      `json:"release_pending"`
+	// Lifecycle is where the node is in the repair loop (absent: the
+	// remediation exporter runs no repair loop for it).
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }
 
-// Nodes answers GET /api/v1/nodes.
+// Nodes answers GET /api/v1/nodes. GET /api/v1/nodes/{node} answers one
+// Node.
 type Nodes struct {
 	Nodes []Node `json:"nodes"`
+	// Steps are the repair loop's steps in order, the last (rma) ending a
+	// loop that did not return the node; present when a node carries a
+	// Lifecycle.
+	Steps []string `json:"steps,omitempty"`
 }
 
 // Release answers POST /api/v1/nodes/{node}/release.

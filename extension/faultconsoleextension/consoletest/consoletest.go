@@ -36,9 +36,10 @@ type Controller struct {
 
 var _ console.Controller = (*Controller)(nil)
 
-// New returns a controller holding nodes, with the breaker b.
+// New returns a controller holding nodes (with their lifecycles, if any),
+// with the breaker b.
 func New(b console.Breaker, nodes ...console.QuarantinedNode) *Controller {
-	return &Controller{nodes: slices.Clone(nodes), breaker: b, now: time.Now,
+	return &Controller{nodes: cloneNodes(nodes), breaker: b, now: time.Now,
 		role: console.Role{Election: console.ElectionNone, Status: ownership.Status{Role: ownership.RoleOwner}}}
 }
 
@@ -91,7 +92,7 @@ func (c *Controller) Quarantined(context.Context) ([]console.QuarantinedNode, er
 	if c.err != nil {
 		return nil, c.err
 	}
-	return slices.Clone(c.nodes), nil
+	return cloneNodes(c.nodes), nil
 }
 
 // Breaker implements console.Controller.
