@@ -9,12 +9,31 @@ import (
 	"strings"
 )
 
-// pageHTML is the console's page: one file, no external asset (the
+// pageHTML is the console's page: one document, no external asset (the
 // machines are offline). It holds no data: it asks for the token and reads
-// the API.
-//
-//go:embed web/index.html
-var pageHTML []byte
+// the API. web/index.html is its body; the repair loop's view
+// (web/lifecycle.js and web/lifecycle.css) goes in at the include
+// comments, inside the page's script and as a second style block.
+var pageHTML = assemblePage(indexHTML, lifecycleJS, lifecycleCSS)
+
+var (
+	//go:embed web/index.html
+	indexHTML string
+	//go:embed web/lifecycle.js
+	lifecycleJS string
+	//go:embed web/lifecycle.css
+	lifecycleCSS string
+)
+
+// The include comments of web/index.html.
+const (
+	includeLifecycleJS  = "  // include: lifecycle.js\n"
+	includeLifecycleCSS = "<!-- include: lifecycle.css -->\n"
+)
+
+func assemblePage(index, js, css string) []byte {
+	return []byte(strings.NewReplacer(includeLifecycleJS, js, includeLifecycleCSS, "<style>\n"+css+"</style>\n").Replace(index))
+}
 
 var inlineBlock = regexp.MustCompile(`(?s)<(script|style)>(.*?)</(?:script|style)>`)
 
