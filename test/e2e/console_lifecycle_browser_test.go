@@ -87,7 +87,9 @@ func TestConsoleLifecycleBrowser(t *testing.T) {
 		require.NoError(t, err, expr)
 		return s
 	}
-	row := func(node string) string { return fmt.Sprintf(`document.querySelector('#nodes-table tr.lifecycle-row[data-lifecycle-node=%q]')`, node) }
+	row := func(node string) string {
+		return fmt.Sprintf(`document.querySelector('#nodes-table tr.lifecycle-row[data-lifecycle-node=%q]')`, node)
+	}
 	// at waits until node's strip shows step as the current one, checks
 	// the strip (every step of the loop in order, the current one alone
 	// highlighted, the steps before it visited marked done) and takes the
