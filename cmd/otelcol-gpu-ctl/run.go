@@ -39,7 +39,9 @@ commands:
   faults [--all]                  open faults (--all: resolved ones too), newest first
   fault ID                        one fault with its evidence and links
   ack ID [--reason TEXT]          acknowledge a fault (audited by remediation)
-  nodes                           nodes remediation holds out of service
+  nodes                           nodes remediation holds out of service, with where each is
+                                  in the repair loop (step, time in it, repair#attempt, last verification)
+  node NODE                       one quarantined node with its repair loop's history
   release NODE --reason TEXT      return a quarantined node to service
   breaker                         the remediation breaker
   breaker reset --reason TEXT     reset a tripped breaker
@@ -170,7 +172,7 @@ func runCtx(ctx context.Context, args []string, stdout io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	allowed := map[string][]string{
-		"status": nil, "faults": {"all"}, "fault": nil, "ack": {"reason"}, "nodes": nil,
+		"status": nil, "faults": {"all"}, "fault": nil, "ack": {"reason"}, "nodes": nil, "node": nil,
 		"release": {"reason"}, "breaker": {"reason"}, "jobs": nil, "heatmap": {"attempt", "ascii", "all-ranks"},
 	}
 	own, known := allowed[cmd]
@@ -183,12 +185,12 @@ func runCtx(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	wantArgs := map[string][]int{
-		"status": {0}, "faults": {0}, "fault": {1}, "ack": {1}, "nodes": {0}, "release": {1},
+		"status": {0}, "faults": {0}, "fault": {1}, "ack": {1}, "nodes": {0}, "node": {1}, "release": {1},
 		"breaker": {0, 1}, "jobs": {0}, "heatmap": {1},
 	}[cmd]
 	if !contains(wantArgs, len(pos)) {
 		return usagef("%s takes %s, got %q", cmd, map[string]string{
-			"fault": "a fault ID", "ack": "a fault ID", "release": "a node name", "heatmap": "a job name", "breaker": "nothing or reset",
+			"fault": "a fault ID", "ack": "a fault ID", "node": "a node name", "release": "a node name", "heatmap": "a job name", "breaker": "nothing or reset",
 		}[cmd], pos)
 	}
 	if cmd == "breaker" && len(pos) == 1 && pos[0] != "reset" {
@@ -261,6 +263,9 @@ func one(ctx context.Context, out *printer, c *consoleclient.Client, cmd string,
 	case "nodes":
 		v, raw, err := c.Nodes(ctx)
 		return out.print(raw, err, func() { printNodes(out, v.Nodes) })
+	case "node":
+		v, raw, err := c.Node(ctx, pos[0])
+		return out.print(raw, err, func() { printNode(out, v) })
 	case "release":
 		v, raw, err := c.Release(ctx, pos[0], action)
 		return out.print(raw, notOwnerHint(err), func() { fmt.Fprintf(out.w, "released node %s: %s\n", v.Node, v.Detail) })

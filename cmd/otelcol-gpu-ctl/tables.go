@@ -126,6 +126,10 @@ func printNodes(p *printer, ns []consoleclient.Node) {
 		fmt.Fprintln(p.w, "no quarantined nodes")
 		return
 	}
+	if anyLifecycle(ns) {
+		printNodesLifecycle(p, ns)
+		return
+	}
 	tw := table(p.w)
 	fmt.Fprintln(tw, "NODE\tSINCE\tFAULTS\tACTIONS\tRELEASE PENDING\tREASON")
 	for _, n := range ns {
