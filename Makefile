@@ -210,6 +210,8 @@ clean:
 
 # The fault console's pictures in docs/images/console/ (docs/console.md),
 # taken by the browser tests: the demo's console and heatmap (TestDemo),
-# and the reset of a tripped breaker (TestConsoleBrowser, reset-flow/).
+# the reset of a tripped breaker (TestConsoleBrowser, reset-flow/) and a
+# node moving through the repair loop, another in rma
+# (TestConsoleLifecycleBrowser, lifecycle/).
 console-screenshots: build
-	CONSOLE_SCREENSHOT_DIR=$(CURDIR)/docs/images/console $(GO) test -tags e2e -count=1 -run 'TestDemo$$|TestConsoleBrowser$$' ./test/e2e/
+	CONSOLE_SCREENSHOT_DIR=$(CURDIR)/docs/images/console $(GO) test -tags e2e -count=1 -run 'TestDemo$$|TestConsoleBrowser$$|TestConsoleLifecycleBrowser$$' ./test/e2e/
