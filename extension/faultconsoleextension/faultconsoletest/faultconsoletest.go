@@ -5,6 +5,7 @@ package faultconsoletest // import "github.com/otelcol-gpu/otelcol-gpu/extension
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension"
+	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/consoleclient"
 )
 
 // Token is the bearer token of the extensions Start starts.
@@ -51,4 +53,15 @@ func Start(tb testing.TB, version string, configure func(*faultconsoleextension.
 	require.NoError(tb, ext.Start(context.Background(), componenttest.NewNopHost()))
 	tb.Cleanup(func() { require.NoError(tb, ext.Shutdown(context.Background())) })
 	return Console{Extension: ext, BaseURL: "http://" + ext.(interface{ Addr() string }).Addr(), TokenFile: tokenFile}
+}
+
+// Client is a client of c's API with Token; its idle connections are
+// closed when the test ends. What a controller attached to c holds
+// (consoletest's, with the nodes' repair loops) reaches it as the API
+// answers it.
+func (c Console) Client(tb testing.TB) *consoleclient.Client {
+	tb.Helper()
+	tr := &http.Transport{}
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &consoleclient.Client{BaseURL: c.BaseURL, Token: Token, HTTP: &http.Client{Transport: tr}}
 }
