@@ -54,6 +54,9 @@ var hardwareAttributes = []string{
 	AttrGPUProfUnit,
 	AttrGPUModel, AttrGPUPCIBusID, AttrGPUDevice, AttrGPUDriverVersion,
 	AttrGPUMIGInstanceID, AttrGPUMIGComputeID, AttrGPUMIGProfile,
+	// DCGM health-watch incident records and the health gauge's points.
+	AttrGPUHealthSystem, AttrGPUHealthResult, AttrGPUHealthErrorCode,
+	AttrGPUHealthErrorName, AttrGPUHealthErrorMessage, AttrGPUHealthNVSwitch,
 
 	// ib receiver: port state, counters and the HCA's description.
 	AttrIBDevice, AttrIBPort, AttrIBLinkLayer, AttrIBState, AttrIBPhysState,

@@ -64,6 +64,11 @@ var ruleSignals = [...]ruleSignal{
 	// gpu.unresponsive: a metric, and a bool attribute of the hung-GPU log
 	// records.
 	{MetricGPUUnresponsive, emitterDCGMReceiver},
+	// DCGM health watches: the per-GPU, per-system gauge, and the incident
+	// records (text signal, also as name{k=v} of their system, result and
+	// error name).
+	{MetricGPUHealthStatus, emitterDCGMReceiver},
+	{EventGPUHealthIncident, emitterDCGMReceiver},
 
 	// Metrics of the ib receiver.
 	{MetricHWNetworkIO, emitterIBReceiver},

@@ -29,6 +29,16 @@ type Metrics interface {
 	Shutdown(ctx context.Context) error
 }
 
+// Health is a Metrics source that also runs DCGM's health watches (the
+// dcgm source; NVML and dcgm-exporter have none). The receiver checks it
+// after each collection of the device fields, once the source started.
+type Health interface {
+	// CheckHealth sets the watches the first time (and again after a
+	// reconnect) and returns what they report now. An error means the
+	// check could not be made: the receiver keeps the last known state.
+	CheckHealth(ctx context.Context) (model.HealthReport, error)
+}
+
 // XIDs is a source of XID events alone (the kernel log).
 type XIDs interface {
 	// Run delivers events to sink until ctx is cancelled.

@@ -48,6 +48,53 @@ type api interface {
 	// GPU instance (dcgmEntitiesGetLatestValues); fieldValue.GPU holds the
 	// GPU instance's entity id.
 	GPUInstanceValues(gpuInstances []uint, fields []model.FieldID) ([]fieldValue, error)
+
+	// NVSwitches lists the DCGM entity ids of the node's NVSwitches
+	// (dcgmGetEntityGroupEntities of DCGM_FE_SWITCH); none on a node
+	// without.
+	NVSwitches() ([]uint, error)
+	// CreateHealthGroup makes a group of GPUs and NVSwitches for the
+	// health watches; it is destroyed with DestroyGPUGroup.
+	CreateHealthGroup(name string, gpus, nvSwitches []uint) (handle, error)
+	// HealthSet sets the health watches of the group to systems
+	// (dcgmHealthSet).
+	HealthSet(group handle, systems healthSystems) error
+	// HealthCheck returns every incident the group's watches report
+	// (dcgmHealthCheck).
+	HealthCheck(group handle) ([]healthIncident, error)
+}
+
+// healthSystems is a set of DCGM health watch systems (the bits of
+// dcgmHealthSystems_t).
+type healthSystems uint32
+
+// The systems the source watches (dcgm_structs.h).
+const (
+	healthPCIe             healthSystems = 0x1
+	healthNVLink           healthSystems = 0x2
+	healthMemory           healthSystems = 0x10
+	healthInforom          healthSystems = 0x40
+	healthThermal          healthSystems = 0x80
+	healthPower            healthSystems = 0x100
+	healthNVSwitchNonFatal healthSystems = 0x400
+	healthNVSwitchFatal    healthSystems = 0x800
+)
+
+// DCGM's health results (DCGM_HEALTH_RESULT_*).
+const (
+	healthResultPass = 0
+	healthResultWarn = 10
+	healthResultFail = 20
+)
+
+// healthIncident is one incident of a health check (dcgmIncidentInfo_t).
+type healthIncident struct {
+	System   healthSystems // one system
+	Result   int           // healthResultWarn or healthResultFail
+	Code     int           // dcgmError_t: DCGM_FR_*
+	Message  string
+	OnSwitch bool // the entity is an NVSwitch (DCGM_FE_SWITCH), else a GPU
+	Entity   uint // the GPU id or NVSwitch entity id
 }
 
 // gpuInstance is one MIG GPU instance as DCGM's hierarchy lists it.

@@ -262,3 +262,54 @@ func (dcgmAPI) GPUInstanceValues(gpuInstances []uint, fields []model.FieldID) ([
 	}
 	return out, nil
 }
+
+func (dcgmAPI) NVSwitches() ([]uint, error) {
+	ids, err := dcgm.GetEntityGroupEntities(dcgm.FE_SWITCH)
+	return ids, wrapErr(err)
+}
+
+func (dcgmAPI) CreateHealthGroup(name string, gpus, nvSwitches []uint) (handle, error) {
+	g, err := createGroup(name, gpus, dcgm.AddToGroup)
+	if err != nil {
+		return 0, err
+	}
+	gh := groupHandle(g)
+	for _, id := range nvSwitches {
+		if err := dcgm.AddEntityToGroup(gh, dcgm.FE_SWITCH, id); err != nil {
+			_ = dcgm.DestroyGroup(gh)
+			return 0, wrapErr(err)
+		}
+	}
+	return g, nil
+}
+
+func (dcgmAPI) HealthSet(g handle, systems healthSystems) error {
+	return wrapErr(dcgm.HealthSet(groupHandle(g), dcgm.HealthSystem(systems)))
+}
+
+func (dcgmAPI) HealthCheck(g handle) ([]healthIncident, error) {
+	resp, err := dcgm.HealthCheck(groupHandle(g))
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	out := make([]healthIncident, 0, len(resp.Incidents))
+	for _, in := range resp.Incidents {
+		var onSwitch bool
+		switch in.EntityInfo.EntityGroupId {
+		case dcgm.FE_GPU:
+		case dcgm.FE_SWITCH:
+			onSwitch = true
+		default:
+			continue // a GPU instance or link: the source watches whole GPUs and switches
+		}
+		out = append(out, healthIncident{
+			System:   healthSystems(in.System),
+			Result:   int(in.Health),
+			Code:     int(in.Error.Code),
+			Message:  in.Error.Message,
+			OnSwitch: onSwitch,
+			Entity:   in.EntityInfo.EntityId,
+		})
+	}
+	return out, nil
+}

@@ -46,3 +46,11 @@ func (noCgoAPI) CreateGPUInstanceGroup(string, []uint) (handle, error) {
 func (noCgoAPI) GPUInstanceValues([]uint, []model.FieldID) ([]fieldValue, error) {
 	return nil, errNoCgo
 }
+func (noCgoAPI) NVSwitches() ([]uint, error) { return nil, errNoCgo }
+func (noCgoAPI) CreateHealthGroup(string, []uint, []uint) (handle, error) {
+	return 0, errNoCgo
+}
+func (noCgoAPI) HealthSet(handle, healthSystems) error { return errNoCgo }
+func (noCgoAPI) HealthCheck(handle) ([]healthIncident, error) {
+	return nil, errNoCgo
+}

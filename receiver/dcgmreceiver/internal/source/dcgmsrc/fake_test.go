@@ -297,6 +297,8 @@ type watchParams struct {
 }
 
 type fakeDCGM struct {
+	*FakeHealth // health watches (fakeapi.go)
+
 	t     testing.TB
 	clock *fakeClock
 
@@ -324,7 +326,7 @@ type fakeDCGM struct {
 }
 
 func newFakeDCGM(t testing.TB, clock *fakeClock, gpus ...*fakeGPU) *fakeDCGM {
-	f := &fakeDCGM{t: t, clock: clock, gpus: map[uint]*fakeGPU{}, hangs: map[uint]chan struct{}{}}
+	f := &fakeDCGM{FakeHealth: NewFakeHealth(nil, false), t: t, clock: clock, gpus: map[uint]*fakeGPU{}, hangs: map[uint]chan struct{}{}}
 	for i, g := range gpus {
 		f.gpus[uint(i)] = g
 	}
@@ -371,6 +373,7 @@ func (f *fakeDCGM) killEngine() {
 	defer f.mu.Unlock()
 	f.engineDown = true
 	f.resetObjects()
+	f.dropHealthGroups()
 }
 
 // startEngine brings nv-hostengine back. A restarted engine has lost its
@@ -536,6 +539,7 @@ func (f *fakeDCGM) DestroyGPUGroup(g handle) error {
 	if err := f.enter("DestroyGPUGroup"); err != nil {
 		return err
 	}
+	f.destroy(g)
 	delete(f.gpuGroups, g)
 	delete(f.migGroups, g)
 	return nil

@@ -30,6 +30,9 @@ type genState struct {
 	// Touched only inside the guard's "xid" calls, which never overlap.
 	xidGroup, xidFieldGroup handle
 	xidWatched              bool
+
+	// Touched only inside the guard's "health" calls, which never overlap.
+	health healthWatch
 }
 
 // gpuState is one GPU on one generation. Its DCGM objects are created and

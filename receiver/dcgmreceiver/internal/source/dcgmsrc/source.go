@@ -45,9 +45,14 @@ type Source struct {
 
 	xidMu sync.Mutex
 	xid   xidState
+
+	nvSwitchRefusedLogged atomic.Bool // the NVSwitch watches' refusal was logged
 }
 
-var _ source.Metrics = (*Source)(nil)
+var (
+	_ source.Metrics = (*Source)(nil)
+	_ source.Health  = (*Source)(nil)
+)
 
 // New returns a dcgm source that shares conns' connection with every other
 // source built from the same registry. It connects in Start.
@@ -179,6 +184,13 @@ func (s *Source) removeDCGMObjects(ctx context.Context, conn *Connection) {
 			_ = a.Unwatch(st.xidFieldGroup, st.xidGroup)
 			return a.DestroyGPUGroup(st.xidGroup)
 		})
+	})
+	_ = s.guard.Do(ctx, healthGuardKey, s.cfg.CallTimeout, func() error {
+		group, ok := st.health.take()
+		if !ok {
+			return nil
+		}
+		return conn.do(st.gen, func(a api) error { return a.DestroyGPUGroup(group) })
 	})
 	_ = s.guard.Do(ctx, "fieldgroups", s.cfg.CallTimeout, func() error {
 		st.fgMu.Lock()
