@@ -15,8 +15,8 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 )
 
-// observeLogs maps XID records, NCCL findings, GPU hangs, training errors
-// and losses onto signals.
+// observeLogs maps XID records, DCGM health incidents, NCCL findings, GPU
+// hangs, training errors and losses onto signals.
 func (c *correlator) observeLogs(ctx context.Context, ld plog.Logs, now time.Time) {
 	act := c.newActivity()
 	rls := ld.ResourceLogs()
@@ -58,8 +58,14 @@ func (c *correlator) observeLogs(ctx context.Context, ld plog.Logs, now time.Tim
 				if v, ok := a.Get(semconv.AttrEventName); ok && v.Str() != "" {
 					event = v.Str()
 				}
-				// A "GPU answers again" record must not match the hang rule.
-				if event != "" && (event != semconv.EventGPUHang || hung) {
+				// A DCGM health incident that appeared (not one that cleared).
+				incident := event == semconv.EventGPUHealthIncident && healthIncident(a)
+				if incident {
+					c.observeHealthIncident(ents, w, a, base)
+				}
+				// A "GPU answers again" record must not match the hang rule,
+				// nor a cleared health incident a rule on its event.
+				if event != "" && (event != semconv.EventGPUHang || hung) && (event != semconv.EventGPUHealthIncident || incident) {
 					text(semconv.AttrEventName, event)
 				}
 				if v, ok := a.Get(semconv.AttrTrainingError); ok && v.Type() == pcommon.ValueTypeStr {

@@ -39,13 +39,23 @@ const (
 	// job whose ranks run at two stable levels. A finding about the job,
 	// not a node to take out.
 	TypeJobSlowdown Type = "job.slowdown"
+	// TypeGPUPCIeDegraded: DCGM's PCIe health watch saw replays above its
+	// rate (the link retransmits: a riser, cable or slot going bad).
+	TypeGPUPCIeDegraded Type = "gpu.pcie.degraded"
+	// TypeGPUPower: DCGM's power health watch saw the clocks held to the
+	// power limit, or the power reading lost.
+	TypeGPUPower Type = "gpu.power"
+	// TypeGPUInforom: DCGM's inforom health watch found the GPU's inforom
+	// (its on-board configuration and error-record store) corrupt.
+	TypeGPUInforom Type = "gpu.inforom"
 )
 
 // Types lists every fault type in the order docs/fault-record.md lists them.
 func Types() []Type {
 	return []Type{TypeStragglerCompute, TypeStragglerLink, TypeNVLinkDegraded, TypeGPUMemoryDBE,
 		TypeGPUECCSBERate, TypeGPUThermal, TypeGPUFellOffBus, TypeGPUUnresponsive, TypeGPUXID,
-		TypeIBLinkFlap, TypeNCCLHang, TypeNCCLTimeout, TypeTrainingLossNaN, TypeNodeSilent, TypeGPUSyncWait, TypeNodeRepeatedFaults, TypeJobSlowdown}
+		TypeIBLinkFlap, TypeNCCLHang, TypeNCCLTimeout, TypeTrainingLossNaN, TypeNodeSilent, TypeGPUSyncWait, TypeNodeRepeatedFaults, TypeJobSlowdown,
+		TypeGPUPCIeDegraded, TypeGPUPower, TypeGPUInforom}
 }
 
 // Valid reports whether t is a known fault type.

@@ -64,7 +64,7 @@ func TestEnumsValidate(t *testing.T) {
 	for _, ty := range Types() {
 		assert.True(t, ty.Valid(), ty)
 	}
-	require.Len(t, Types(), 17)
+	require.Len(t, Types(), 20)
 	assert.False(t, Type("gpu.on_fire").Valid())
 	assert.True(t, StateResolved.Valid())
 	assert.False(t, State("closed").Valid())

@@ -6,8 +6,7 @@ package semconv
 // as the text signal EventGPUHealthIncident (docs/fault-record.md).
 const (
 	// MetricGPUHealthStatus is the worst result DCGM's health watches report
-	// for one GPU and one system: HealthStatusPass, HealthStatusWarn or
-	// HealthStatusFail.
+	// for one GPU and one system: 0 pass, 1 warn, 2 fail.
 	MetricGPUHealthStatus = "gpu.dcgm.health.status"
 
 	// EventGPUHealthIncident names the log records of health incidents; the
@@ -38,13 +37,6 @@ const (
 	HealthResultPass = "pass"
 	HealthResultWarn = "warn"
 	HealthResultFail = "fail"
-)
-
-// Values of MetricGPUHealthStatus.
-const (
-	HealthStatusPass = 0
-	HealthStatusWarn = 1
-	HealthStatusFail = 2
 )
 
 // Values of AttrGPUHealthSystem: DCGM's health watch systems

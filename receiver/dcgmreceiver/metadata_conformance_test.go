@@ -10,13 +10,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metadatatest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/model"
 )
 
 // metadata.yaml against the factory, the ocb manifests, the metrics (naming:
 // otel) of a GPU that reports every field of the catalogue, with an XID,
-// and the telemetry builder. The fields come in reverse catalogue order: a
+// and its health gauge, and the telemetry builder. The fields come in reverse catalogue order: a
 // metric fed by several fields must be described the same way whichever a
 // source reads first.
 func TestMetadataConformance(t *testing.T) {
@@ -35,7 +36,11 @@ func TestMetadataConformance(t *testing.T) {
 			md := b.build(model.Snapshot{Time: now, GPUs: []model.GPUSample{sample}},
 				func(model.GPUSample) model.Owner { return model.Owner{} },
 				map[string]map[int]int64{gpuKey(gpu): {79: 1}})
-			return []pmetric.Metrics{md}
+			health := b.buildHealth(model.HealthReport{
+				Time: now, GPUs: []model.GPU{gpu}, GPUSystems: []string{semconv.HealthSystemMemory},
+				NVSwitches: []uint{0}, NVSwitchSystems: []string{semconv.HealthSystemNVSwitchFatal},
+			}, func(model.GPU) model.Owner { return model.Owner{} })
+			return []pmetric.Metrics{md, health}
 		},
 		Telemetry: func(t *testing.T, set component.TelemetrySettings) {
 			tb, err := metadata.NewTelemetryBuilder(set)

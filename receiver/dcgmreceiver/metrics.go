@@ -186,27 +186,7 @@ func (m *otelMetrics) points(name, desc, unit string, counter bool) pmetric.Numb
 
 func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.MetricSlice, s *model.GPUSample, o model.Owner, xids map[int]int64, now pcommon.Timestamp) {
 	g := s.GPU
-	res := rm.Resource().Attributes()
-	putNonEmpty(res, semconv.AttrHostName, b.hostName)
-	putNonEmpty(res, semconv.AttrGPUUUID, g.UUID)
-	res.PutInt(semconv.AttrGPUIndex, int64(g.Index))
-	putNonEmpty(res, semconv.AttrGPUModel, g.Model)
-	putNonEmpty(res, semconv.AttrGPUPCIBusID, g.PCIBusID)
-	putNonEmpty(res, semconv.AttrGPUDevice, g.Device)
-	putNonEmpty(res, semconv.AttrGPUDriverVersion, g.DriverVersion)
-	if g.MIG != nil {
-		res.PutInt(semconv.AttrGPUMIGInstanceID, int64(g.MIG.GPUInstanceID))
-		res.PutInt(semconv.AttrGPUMIGComputeID, int64(g.MIG.ComputeInstanceID))
-		putNonEmpty(res, semconv.AttrGPUMIGProfile, g.MIG.Profile)
-	}
-	putOwner(res, o, semconv.AttrK8sPodName, semconv.AttrK8sNamespaceName, semconv.AttrK8sContainerName)
-	if b.podLabels != nil && o.PodName != "" {
-		for _, l := range b.podLabels(o.Namespace, o.PodName) {
-			res.PutStr(otelPodLabelPrefix+l.Key, l.Value)
-		}
-	}
-	putNonEmpty(res, semconv.AttrSlurmJobID, o.SlurmJobID)
-	putNonEmpty(res, semconv.AttrTrainingJobID, o.TrainingJobID)
+	b.putOTelResource(rm.Resource().Attributes(), g, o)
 
 	ms.EnsureCapacity(len(pointsPerMetric) + 2)
 	om := &otelMetrics{ms: ms, byKey: make(map[string]pmetric.NumberDataPointSlice, len(pointsPerMetric)+2)}
@@ -244,6 +224,30 @@ func (b *metricsBuilder) buildOTel(rm pmetric.ResourceMetrics, ms pmetric.Metric
 	dp := om.points(semconv.MetricGPUUnresponsive, "1 while a driver call for the GPU does not return within call_timeout.", "", false).AppendEmpty()
 	dp.SetTimestamp(now)
 	dp.SetIntValue(boolInt(s.Unresponsive))
+}
+
+// putOTelResource writes a GPU's resource attributes under naming otel.
+func (b *metricsBuilder) putOTelResource(res pcommon.Map, g model.GPU, o model.Owner) {
+	putNonEmpty(res, semconv.AttrHostName, b.hostName)
+	putNonEmpty(res, semconv.AttrGPUUUID, g.UUID)
+	res.PutInt(semconv.AttrGPUIndex, int64(g.Index))
+	putNonEmpty(res, semconv.AttrGPUModel, g.Model)
+	putNonEmpty(res, semconv.AttrGPUPCIBusID, g.PCIBusID)
+	putNonEmpty(res, semconv.AttrGPUDevice, g.Device)
+	putNonEmpty(res, semconv.AttrGPUDriverVersion, g.DriverVersion)
+	if g.MIG != nil {
+		res.PutInt(semconv.AttrGPUMIGInstanceID, int64(g.MIG.GPUInstanceID))
+		res.PutInt(semconv.AttrGPUMIGComputeID, int64(g.MIG.ComputeInstanceID))
+		putNonEmpty(res, semconv.AttrGPUMIGProfile, g.MIG.Profile)
+	}
+	putOwner(res, o, semconv.AttrK8sPodName, semconv.AttrK8sNamespaceName, semconv.AttrK8sContainerName)
+	if b.podLabels != nil && o.PodName != "" {
+		for _, l := range b.podLabels(o.Namespace, o.PodName) {
+			res.PutStr(otelPodLabelPrefix+l.Key, l.Value)
+		}
+	}
+	putNonEmpty(res, semconv.AttrSlurmJobID, o.SlurmJobID)
+	putNonEmpty(res, semconv.AttrTrainingJobID, o.TrainingJobID)
 }
 
 // throttleReasons turns the clock-event bitmask into one 0/1 series per

@@ -68,6 +68,7 @@ type dcgmReceiver struct {
 	gpus         []model.GPU // last GPUs seen, to resolve kernel-log XIDs by PCI bus id
 	xidCounts    map[string]map[int]int64
 	unresponsive map[string]bool
+	health       healthState // owned by the collection loop
 
 	xidEvents chan model.XIDEvent
 	cancel    context.CancelFunc
@@ -265,6 +266,7 @@ func (r *dcgmReceiver) collectLoop(ctx context.Context) {
 		}
 	}
 	collect(deviceFields)
+	r.checkHealth(ctx)
 	r.refreshOwners(ctx)
 	if profiling != nil {
 		collect(profilingFields)
@@ -275,6 +277,7 @@ func (r *dcgmReceiver) collectLoop(ctx context.Context) {
 			return
 		case <-device.C:
 			collect(deviceFields)
+			r.checkHealth(ctx)
 		case <-profiling:
 			collect(profilingFields)
 		case <-refresh:

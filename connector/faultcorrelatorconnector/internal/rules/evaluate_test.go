@@ -155,6 +155,7 @@ func defaultCases() map[string]ruleCase {
 		"xid_74": 74, "xid_79": 79, "xid_92": 92, "xid_94_95": 94, "xid_119_120": 120} {
 		cases[name] = ruleCase{gpuG, obsSeries("gpu.xid", 60, 1, code), [][]obs{obsSeries("gpu.xid", 60, 1, code+1000)}}
 	}
+	addDCGMHealthCases(cases)
 	return cases
 }
 

@@ -67,4 +67,9 @@ type HealthReport struct {
 	NVSwitchSystems []string
 	// Incidents are every warning and failure the watches report now.
 	Incidents []HealthIncident
+	// Baseline is set on the first check after the watches were set (at
+	// start, and again after a reconnect): DCGM then records the state to
+	// compare with and reports nothing, so no incident may be taken as
+	// cleared.
+	Baseline bool
 }

@@ -100,8 +100,10 @@ func (s *Source) CheckHealth(ctx context.Context) (model.HealthReport, error) {
 	var (
 		incidents []healthIncident
 		watched   healthWatch
+		baseline  bool
 	)
 	err = s.guard.Do(ctx, healthGuardKey, s.cfg.CallTimeout, func() error {
+		baseline = !st.health.set
 		if err := s.setHealthWatches(conn, st); err != nil {
 			return err
 		}
@@ -121,6 +123,7 @@ func (s *Source) CheckHealth(ctx context.Context) (model.HealthReport, error) {
 		Time:       s.now(),
 		GPUSystems: (watched.systems & gpuHealthSystems).names(),
 		NVSwitches: slices.Clone(watched.switches),
+		Baseline:   baseline,
 	}
 	if len(watched.switches) > 0 {
 		rep.NVSwitchSystems = (watched.systems & nvSwitchSystems).names()

@@ -28,6 +28,7 @@ func TestCheckHealthReportsIncidents(t *testing.T) {
 	require.Len(t, rep.GPUs, 2)
 	assert.NotEmpty(t, rep.GPUs[1].UUID, "the GPUs are identified")
 	assert.Empty(t, rep.Incidents, "DCGM's first check after setting the watches reports nothing")
+	assert.True(t, rep.Baseline)
 
 	sw := uint(7)
 	h.fake.SetIncidents(
@@ -39,6 +40,7 @@ func TestCheckHealthReportsIncidents(t *testing.T) {
 	rep, err = s.CheckHealth(ctx)
 	require.NoError(t, err)
 	require.Len(t, rep.Incidents, 4)
+	assert.False(t, rep.Baseline)
 	dbe := rep.Incidents[0]
 	assert.Equal(t, rep.GPUs[1], dbe.GPU)
 	assert.Equal(t, semconv.HealthSystemMemory, dbe.System)
@@ -102,8 +104,9 @@ func TestCheckHealthBeforeStartAndAfterReconnect(t *testing.T) {
 	require.Error(t, err, "no check while nv-hostengine is gone")
 	h.fake.startEngine(false)
 	h.clock.Advance(maxConnectBackoff)
-	_, err = s.CheckHealth(ctx)
+	rep, err := s.CheckHealth(ctx)
 	require.NoError(t, err)
+	assert.True(t, rep.Baseline, "the first check on the new connection is a baseline again")
 	sets, _ := h.fake.Calls()
 	assert.Equal(t, 2, sets, "the watches are set again on the new connection")
 }
