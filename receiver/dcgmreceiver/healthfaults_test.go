@@ -216,4 +216,3 @@ func TestHealthClearedIncidentOpensNothing(t *testing.T) {
 		assert.NotEqual(t, gpuEntity(1), r.Entity, "a cleared incident opened %s", r.Type)
 	}
 }
-

@@ -130,7 +130,7 @@ func (f *FakeHealth) HealthCheck(g handle) ([]healthIncident, error) {
 	defer f.mu.Unlock()
 	grp, ok := f.groups[g]
 	if !ok || !grp.set {
-		return nil, errors.New("Invalid group")
+		return nil, errors.New("error checking health: invalid group")
 	}
 	f.checks++
 	if !grp.checked {
@@ -248,7 +248,7 @@ func (f *FakeDCGM) DeviceInfo(gpu uint) (deviceInfo, error) {
 		return deviceInfo{}, fmt.Errorf("no GPU %d", gpu)
 	}
 	g := f.gpus[gpu]
-	return deviceInfo{UUID: g.UUID, Model: g.Model, PCIBusID: g.PCIBusID, DriverVersion: g.DriverVersion}, nil
+	return deviceInfo(g), nil
 }
 
 // SupportedMetricGroups implements api: no profiling.
