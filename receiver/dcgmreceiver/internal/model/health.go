@@ -67,9 +67,10 @@ type HealthReport struct {
 	NVSwitchSystems []string
 	// Incidents are every warning and failure the watches report now.
 	Incidents []HealthIncident
-	// Baseline is set on the first check after the watches were set (at
-	// start, and again after a reconnect): DCGM then records the state to
-	// compare with and reports nothing, so no incident may be taken as
-	// cleared.
+	// Baseline is set when the report says nothing of the incidents: on
+	// the first check after the watches were set (at start, and again
+	// after a reconnect), when DCGM records the state to compare with and
+	// reports nothing, and while DCGM lists no GPU. No incident may then be
+	// taken as cleared.
 	Baseline bool
 }

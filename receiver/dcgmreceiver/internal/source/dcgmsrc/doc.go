@@ -10,6 +10,14 @@
 // (reported Unresponsive, the others go on, Shutdown does not wait), and
 // DCGM's blank / not-supported sentinels (never emitted).
 //
+// Health watches (healthwatch.go): DCGM's health watches on one group of
+// every GPU (and NVSwitch), set once per connection and checked at each
+// collection (source.Health).
+//
+// fakeapi.go holds a DCGM without hardware (NewFakeDCGM,
+// NewFakeConnections) for the dcgm receiver's tests, which drive the real
+// Source through it; nothing in production calls it.
+//
 // MIG: each GPU instance of a GPU in MIG mode is a sample of its own, right
 // after its parent's (see mig.go).
 package dcgmsrc // import "github.com/otelcol-gpu/otelcol-gpu/receiver/dcgmreceiver/internal/source/dcgmsrc"

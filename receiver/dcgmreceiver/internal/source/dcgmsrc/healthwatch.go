@@ -94,7 +94,8 @@ func (s *Source) CheckHealth(ctx context.Context) (model.HealthReport, error) {
 		return model.HealthReport{}, err
 	}
 	if len(st.gpus) == 0 {
-		return model.HealthReport{Time: s.now()}, nil
+		// Nothing watched: no news, not every incident cleared.
+		return model.HealthReport{Time: s.now(), Baseline: true}, nil
 	}
 
 	var (

@@ -120,3 +120,16 @@ func TestHealthCodeNames(t *testing.T) {
 		assert.Equal(t, name, healthCodeName(code))
 	}
 }
+
+// While DCGM lists no GPU the check says nothing: a baseline, which clears
+// no incident.
+func TestCheckHealthWithoutGPUsIsNoNews(t *testing.T) {
+	h := newHarness(t)
+	s := started(t, h, Config{})
+	rep, err := s.CheckHealth(context.Background())
+	require.NoError(t, err)
+	assert.True(t, rep.Baseline)
+	assert.Empty(t, rep.GPUs)
+	sets, _ := h.fake.Calls()
+	assert.Zero(t, sets, "no group to watch")
+}
