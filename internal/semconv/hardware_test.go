@@ -90,7 +90,8 @@ func TestHardwareSignalsFromTheRegistry(t *testing.T) {
 			t.Errorf("%s is sent by training scripts, yet a hardware signal: scripts' data would be renamed", s.name)
 		}
 	}
-	for _, n := range []string{AttrHealthXIDs, AttrHealthECCDBE, AttrHealthIBLinkDowned, EventGPUXID, EventGPUHang, EventNCCLFinding} {
+	for _, n := range []string{AttrHealthXIDs, AttrHealthECCDBE, AttrHealthIBLinkDowned, EventGPUXID, EventGPUHang, EventNCCLFinding,
+		EventGPUHealthIncident, MetricGPUHealthStatus, AttrGPUHealthResult, AttrGPUHealthErrorName, AttrGPUHealthSystem} {
 		if !HardwareSignal(n) {
 			t.Errorf("%s is no hardware signal", n)
 		}
