@@ -50,8 +50,9 @@ func healthKeyGPU(in model.HealthIncident) string {
 // could not be asked.
 func (r *dcgmReceiver) checkHealth(ctx context.Context) {
 	hs, ok := r.deps.metricsSource.(source.Health)
-	if !ok || r.nextMetrics == nil && r.nextLogs == nil {
-		return
+	gauge := r.nextMetrics != nil && r.cfg.Naming != NamingDCGMExporter
+	if !ok || r.nextLogs == nil && !gauge {
+		return // nothing would carry what the check says
 	}
 	rep, err := hs.CheckHealth(ctx)
 	switch {
@@ -69,7 +70,7 @@ func (r *dcgmReceiver) checkHealth(ctx context.Context) {
 		rep.Time = r.deps.now()
 	}
 	r.noteHealth(ctx, rep)
-	if r.nextMetrics != nil && r.cfg.Naming != NamingDCGMExporter && (len(rep.GPUs) > 0 || len(rep.NVSwitches) > 0) {
+	if gauge && (len(rep.GPUs) > 0 || len(rep.NVSwitches) > 0) {
 		md := r.metrics.buildHealth(rep, func(g model.GPU) model.Owner { return r.owner(model.GPUSample{GPU: g}) })
 		if err := r.nextMetrics.ConsumeMetrics(ctx, md); err != nil {
 			r.logger.Debug("dcgmreceiver: DCGM health metrics refused by the metrics pipeline", zap.Error(err))
