@@ -78,6 +78,11 @@ var hardwareAttributes = []string{
 	AttrHealthSMActive, AttrHealthTemperature, AttrHealthThrottle, AttrHealthNVLinkCRC,
 	AttrHealthECCSBE, AttrHealthECCDBE, AttrHealthXIDs, AttrHealthWindowS,
 	AttrHealthIBSymbol, AttrHealthIBLinkDowned,
+
+	// gpu_repair receiver: the results of the repair jobs the gateway
+	// asked for (repair.go).
+	EventGPURepairResult, AttrGPURepairJobID, AttrGPURepairKind, AttrGPURepairState,
+	AttrGPURepairFaultID, AttrGPURepairDetail,
 }
 
 var hardwareSignals = func() map[string]struct{} {

@@ -28,7 +28,7 @@ var notHardware = map[string]string{
 	"AttrTrainingWorldSize":  "training contract (docs/training-scripts.md)",
 }
 
-var hardwareReceivers = []string{"receiver/dcgmreceiver", "receiver/ibreceiver", "receiver/ncclflightreceiver"}
+var hardwareReceivers = []string{"receiver/dcgmreceiver", "receiver/ibreceiver", "receiver/ncclflightreceiver", "receiver/gpurepairreceiver"}
 
 // Every metric, attribute and event name the GPU, IB and NCCL receivers
 // write (their non-test code, and the module packages it imports, use the
@@ -91,7 +91,7 @@ func TestHardwareSignalsFromTheRegistry(t *testing.T) {
 		}
 	}
 	for _, n := range []string{AttrHealthXIDs, AttrHealthECCDBE, AttrHealthIBLinkDowned, EventGPUXID, EventGPUHang, EventNCCLFinding,
-		EventGPUHealthIncident, MetricGPUHealthStatus, AttrGPUHealthResult, AttrGPUHealthErrorName, AttrGPUHealthSystem} {
+		EventGPUHealthIncident, MetricGPUHealthStatus, AttrGPUHealthResult, AttrGPUHealthErrorName, AttrGPUHealthSystem, EventGPURepairResult} {
 		if !HardwareSignal(n) {
 			t.Errorf("%s is no hardware signal", n)
 		}
