@@ -86,6 +86,8 @@ var specs = []spec{
 			{configs: []string{"/etc/otelcol-gpu/agent-kafka-tls-sasl.yaml"}, vars: map[string]string{"KAFKA_SASL_USERNAME": "agent", "KAFKA_SASL_PASSWORD": "secret"}},
 			{configs: []string{"/etc/otelcol-gpu/agent-otlp-auth.yaml"}, vars: map[string]string{"OTLP_BEARER_TOKEN": "token"}},
 			{configs: []string{"/etc/otelcol-gpu/agent-prometheus-endpoint.yaml"}},
+			{configs: []string{"/etc/otelcol-gpu/agent-repair.yaml", "/etc/otelcol-gpu/agent-repair-tls.yaml"},
+				vars: map[string]string{"REPAIR_TLS_CERT_FILE": "/etc/otelcol-gpu/repair-tls.crt", "REPAIR_TLS_KEY_FILE": "/etc/otelcol-gpu/repair-tls.key"}},
 			// The standalone preset names its own configuration.
 			{envFile: "/usr/share/otelcol-gpu/agent-standalone.env"},
 			// The small-cluster example environment names its fragment.
@@ -100,6 +102,8 @@ var specs = []spec{
 			"/etc/otelcol-gpu/agent-kafka-tls-sasl.yaml",
 			"/etc/otelcol-gpu/agent-otlp-auth.yaml",
 			"/etc/otelcol-gpu/agent-prometheus-endpoint.yaml",
+			"/etc/otelcol-gpu/agent-repair-tls.yaml",
+			"/etc/otelcol-gpu/agent-repair.yaml",
 			"/etc/otelcol-gpu/agent-small-cluster-otlp-auth.yaml",
 			"/etc/otelcol-gpu/agent-small-cluster.yaml",
 			"/etc/otelcol-gpu/agent-standalone.yaml",

@@ -36,6 +36,7 @@ var images = []image{
 		{"config.yaml"},
 		{"config.yaml", "kafka-tls-sasl.yaml"},
 		{"config.yaml", "otlp-auth.yaml"},
+		{"config.yaml", "repair.yaml", "repair-tls.yaml"},
 	}},
 	{name: "otelcol-gpu-gateway", dist: "gateway", validate: [][]string{
 		{"config.yaml"},
@@ -74,6 +75,10 @@ var runEnv = []string{
 	"OTELCOL_GPU_CENTRAL_TLS_KEY_FILE=/etc/otelcol-gpu-central-tls/tls.key",
 	"OTELCOL_GPU_AGENT_TOKENS_FILE=/etc/otelcol-gpu-central-token/token",
 	"OTELCOL_GPU_CONSOLE_TOKEN_FILE=/etc/otelcol-gpu/console/token",
+	// The agent's repair endpoint (repair-tls.yaml) on a free port.
+	"REPAIR_ENDPOINT=127.0.0.1:0",
+	"REPAIR_TLS_CERT_FILE=/etc/otelcol-gpu-repair-tls/tls.crt",
+	"REPAIR_TLS_KEY_FILE=/etc/otelcol-gpu-repair-tls/tls.key",
 }
 
 // The user every image runs as (deploy/container/README.md): the gateway's
