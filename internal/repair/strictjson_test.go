@@ -228,3 +228,29 @@ func write(b *strings.Builder, r *rand.Rand, v any) {
 		b.Write(vb)
 	}
 }
+
+// FuzzDecodeStrict: any input is refused or decoded, never a panic; what
+// is accepted is valid JSON whose objects name no key twice.
+func FuzzDecodeStrict(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"a","node":"n","fault_id":"f","checks":[{"check":"dcgm_diag","level":2}]}`,
+		`{"id":"a","id":"b"}`, `{"checks":[{"check":"x","CHECK":"y"}]}`, `[]`, `{"a":{"b":{"c":[1,{"d":2,"d":3}]}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var vr VerifyRequest
+		if DecodeStrict(data, &vr) == nil && !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		var generic any
+		if DecodeStrict(data, &generic) == nil {
+			if !json.Valid(data) {
+				t.Fatalf("accepted invalid JSON %q", data)
+			}
+			if checkKeys(data) != nil {
+				t.Fatalf("accepted %q with a repeated key", data)
+			}
+		}
+	})
+}
