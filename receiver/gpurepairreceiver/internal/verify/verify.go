@@ -1,7 +1,4 @@
-// Package verify runs the checks an agent makes before its node returns to
-// service: DCGM diagnostics at a level, and the node's link error counters
-// steady over a window (internal/repair names them).
-package verify // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/verify"
+package verify
 
 import (
 	"context"
