@@ -269,6 +269,9 @@ func TestEvaluateVerdicts(t *testing.T) {
 		res := rep.Evaluate(1, []GPU{{UUID: "GPU-z", Index: 0}}, []int{-1}, DiagOptions{})
 		assert.False(t, res[0].Passed)
 		assert.Contains(t, res[0].Detail, "DCGM does not list")
+		res = rep.Evaluate(1, []GPU{{UUID: "GPU-a", Index: 0}, {UUID: "GPU-z", Index: 1}}, []int{0}, DiagOptions{})
+		assert.True(t, res[0].Passed)
+		assert.False(t, res[1].Passed, "no id: unknown to DCGM")
 	})
 	t.Run("results bounded", func(t *testing.T) {
 		var tests []string

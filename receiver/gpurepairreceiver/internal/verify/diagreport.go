@@ -152,11 +152,21 @@ func (v *gpuVerdict) list(tr repair.TestResult) {
 // or was skipped; a GPU no result names fails: no result is not a pass.
 // Errors that name no GPU (a failing test summary's own, another entity's)
 // fail every GPU that has no failure of its own in that test.
+// A GPU without an id (dcgmIDs shorter than gpus, or -1) is one DCGM does
+// not know: it fails.
 func (r *DiagReport) Evaluate(level int, gpus []GPU, dcgmIDs []int, opts DiagOptions) []repair.CheckResult {
+	if r == nil {
+		r = &DiagReport{}
+	}
 	verdicts := make([]gpuVerdict, len(gpus))
+	ids := make([]int, len(gpus))
 	byID := make(map[int][]int, len(gpus))
-	for i, id := range dcgmIDs {
-		byID[id] = append(byID[id], i)
+	for i := range gpus {
+		ids[i] = -1
+		if i < len(dcgmIDs) && dcgmIDs[i] >= 0 {
+			ids[i] = dcgmIDs[i]
+			byID[ids[i]] = append(byID[ids[i]], i)
+		}
 	}
 	ok := func(s DiagStatus) bool {
 		return s == DiagPass || s == DiagSkip || (s == DiagWarn && opts.AllowWarn)
@@ -226,10 +236,10 @@ func (r *DiagReport) Evaluate(level int, gpus []GPU, dcgmIDs []int, opts DiagOpt
 		v := verdicts[i]
 		cr := repair.CheckResult{Check: string(repair.CheckDiag), GPU: g.UUID, Tests: v.listed}
 		switch {
-		case dcgmIDs[i] < 0:
+		case ids[i] < 0:
 			cr.Detail = fmt.Sprintf("level %d: DCGM does not list GPU %d (%s): it cannot be verified", level, g.Index, g.UUID)
 		case v.considered == 0:
-			cr.Detail = fmt.Sprintf("level %d: DCGM reported no result for GPU %d (DCGM GPU id %d): no result is not a pass", level, g.Index, dcgmIDs[i])
+			cr.Detail = fmt.Sprintf("level %d: DCGM reported no result for GPU %d (DCGM GPU id %d): no result is not a pass", level, g.Index, ids[i])
 		case v.failures > 0:
 			cr.Detail = fmt.Sprintf("level %d: %d of %d results did not pass", level, v.failures, v.considered)
 		case v.passes == 0:
