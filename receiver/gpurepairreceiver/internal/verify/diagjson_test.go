@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -338,4 +339,29 @@ func FuzzParseDiagJSON(f *testing.F) {
 			t.Fatalf("parsing %d bytes kept %d bytes on the heap", len(data), k)
 		}
 	})
+}
+
+// A document near the size bound parses in memory proportional to it.
+func TestParseDiagJSONLargeInputBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"DCGM Diagnostic":{"test_categories":[{"category":"Hardware","tests":[`)
+	for i := 0; b.Len() < MaxDiagOutput-4096; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"name":"memory ` + strconv.Itoa(i) + `","results":[{"entity_group":"GPU","entity_group_id":1,"entity_id":0,"status":"Pass","warnings":[{"warning":"` + strings.Repeat("w", 200) + `","error_id":1}]}],"test_summary":{"status":"Pass"}}`)
+	}
+	b.WriteString(`]}]}}`)
+	doc := []byte(b.String())
+	require.LessOrEqual(t, len(doc), MaxDiagOutput)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rep, err := ParseDiagJSON(doc)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Greater(t, len(rep.Tests), 5000)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32*len(doc)), "allocated for %d bytes", len(doc))
+	res := rep.Evaluate(1, []GPU{{UUID: "GPU-a", Index: 0}}, []int{0}, DiagOptions{})
+	assert.True(t, res[0].Passed, res[0].Detail)
+	assert.LessOrEqual(t, len(res[0].Tests), maxTestsPerGPU)
 }
