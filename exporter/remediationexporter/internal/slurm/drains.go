@@ -27,14 +27,27 @@ import (
 type drainMark struct {
 	reason string
 	at     time.Time
+	// reboot: the reason is our reboot's (repair.go), to which slurmctld
+	// itself appends as the reboot goes (" : reboot issued", then
+	// " : reboot complete" or " : reboot timed out"), each time with a new
+	// reason time.
+	reboot bool
 }
 
 // still reports whether node carries the drain m describes.
 func (m drainMark) still(node nodeInfo) bool {
-	if node.Reason != m.reason {
+	if node.Reason == m.reason {
+		return m.at.IsZero() || node.ReasonTime.Equal(m.at)
+	}
+	if !m.reboot || !strings.HasPrefix(node.Reason, m.reason) {
 		return false
 	}
-	return m.at.IsZero() || node.ReasonTime.Equal(m.at)
+	// Only slurmctld's own suffixes, in its order, and no earlier time.
+	rest := strings.TrimPrefix(node.Reason[len(m.reason):], rebootIssued)
+	if rest != "" && rest != rebootComplete && rest != rebootTimedOut {
+		return false
+	}
+	return m.at.IsZero() || !node.ReasonTime.Before(m.at)
 }
 
 func (m drainMark) String() string {

@@ -27,7 +27,12 @@ func startSlurm(t *testing.T, n int) *slurmCluster {
 // startSlurmWith adds cpu nodes without GRES, cpu-node1..cpu.
 func startSlurmWith(t *testing.T, gpu, cpu int) *slurmCluster {
 	t.Helper()
-	c := slurmtest.StartWith(t, gpu, cpu)
+	return startSlurmOpts(t, slurmtest.Options{GPUNodes: gpu, CPUNodes: cpu})
+}
+
+func startSlurmOpts(t *testing.T, opts slurmtest.Options) *slurmCluster {
+	t.Helper()
+	c := slurmtest.StartOpts(t, opts)
 	return &slurmCluster{Cluster: c, t: t, nodes: c.Nodes, env: c.Env}
 }
 

@@ -160,7 +160,8 @@ func (p *Platform) lookupNode(ctx context.Context, reqNode string) (name string,
 	return name, node, "", err
 }
 
-// Release resumes req.Node only when it is drained with our prefix and,
+// Release resumes req.Node only when it is drained (or DOWN after our
+// reboot, repair.go) with our prefix and,
 // when fault ids are given (req.ReleaseIDs), for one of them: a drain of
 // ours for another fault on the same node stays. The reason names only the
 // fault that drained the node, so the exporter passes every fault it holds
@@ -180,6 +181,11 @@ func (p *Platform) Release(ctx context.Context, req actuator.Request) (actuator.
 	if !p.ours(node.Reason) {
 		p.drains.forget(name)
 		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by someone else: %q", name, node.Reason)}, nil
+	}
+	if rebootPending(node) {
+		// Resuming now would put the node back in service and leave the
+		// reboot to strike later: wait until it finished (repair.go).
+		return actuator.Result{}, fmt.Errorf("slurm: %s is rebooting (%s): release waits for the reboot to finish", name, strings.Join(node.States, "+"))
 	}
 	if ids := req.ReleaseIDs(); len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(node.Reason, id) }) {
 		return actuator.Result{Outcome: actuator.NotOurs, Detail: fmt.Sprintf("%s drained by this exporter for another fault: %q", name, node.Reason)}, nil

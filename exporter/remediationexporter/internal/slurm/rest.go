@@ -183,12 +183,20 @@ type restNode struct {
 	Reason          string      `json:"reason"`
 	ReasonChangedAt flexNumber  `json:"reason_changed_at"`
 	Gres            string      `json:"gres"`
+	AllocCPUs       flexNumber  `json:"alloc_cpus"`
+	BootTime        flexNumber  `json:"boot_time"`
 }
 
 func (n restNode) info() nodeInfo {
-	info := nodeInfo{Name: n.Name, Reason: n.Reason, Gres: n.Gres}
+	info := nodeInfo{Name: n.Name, Reason: n.Reason, Gres: n.Gres, CPUAlloc: -1}
 	for _, s := range append(append([]string(nil), n.State...), n.StateFlags...) {
 		info.States = append(info.States, splitStates(s)...)
+	}
+	if n.AllocCPUs.Set && n.AllocCPUs.Value >= 0 {
+		info.CPUAlloc = int(n.AllocCPUs.Value)
+	}
+	if n.BootTime.Set && n.BootTime.Value > 0 {
+		info.BootTime = time.Unix(n.BootTime.Value, 0)
 	}
 	if n.ReasonChangedAt.Set && n.ReasonChangedAt.Value > 0 {
 		info.ReasonTime = time.Unix(n.ReasonChangedAt.Value, 0)

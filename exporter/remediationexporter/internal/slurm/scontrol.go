@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -85,6 +86,13 @@ func (s *scontrolTransport) drain(ctx context.Context, name, reason string) erro
 	return err
 }
 
+// reboot asks slurmctld to drain the node (ASAP), reboot it through its
+// RebootProgram once no job is left, and leave it DOWN afterwards.
+func (s *scontrolTransport) reboot(ctx context.Context, name, reason string) error {
+	_, err := s.run(ctx, "reboot", "ASAP", "nextstate=DOWN", "reason="+reason, name)
+	return err
+}
+
 func (s *scontrolTransport) resume(ctx context.Context, name string) error {
 	_, err := s.run(ctx, "update", "NodeName="+name, "State=RESUME")
 	return err
@@ -124,7 +132,16 @@ func parseNodeLines(out string) []nodeInfo {
 			continue
 		}
 		kv := parseKeyValues(line)
-		n := nodeInfo{Name: kv["NodeName"], States: splitStates(kv["State"]), Gres: kv["Gres"]}
+		n := nodeInfo{Name: kv["NodeName"], States: splitStates(kv["State"]), Gres: kv["Gres"], CPUAlloc: -1}
+		if v, ok := kv["NextState"]; ok && v != "(null)" && v != "None" {
+			n.NextState = strings.ToUpper(v)
+		}
+		if t, err := time.ParseInLocation("2006-01-02T15:04:05", kv["BootTime"], time.Local); err == nil {
+			n.BootTime = t
+		}
+		if v, err := strconv.Atoi(kv["CPUAlloc"]); err == nil && v >= 0 {
+			n.CPUAlloc = v
+		}
 		if m := reasonPattern.FindStringSubmatch(line); m != nil {
 			n.Reason = strings.TrimSpace(m[1])
 			// scontrol prints local time without a zone.

@@ -18,7 +18,8 @@ const (
 func TestParseNodeLines(t *testing.T) {
 	nodes := parseNodeLines(nodeLineIdle + "\n" + nodeLineDrained + "\n\n")
 	require.Len(t, nodes, 2)
-	assert.Equal(t, nodeInfo{Name: "gpu-node1", States: []string{"IDLE"}, Gres: "(null)"}, nodes[0])
+	assert.Equal(t, nodeInfo{Name: "gpu-node1", States: []string{"IDLE"}, Gres: "(null)",
+		BootTime: time.Date(2026, 11, 29, 10, 11, 3, 0, time.Local)}, nodes[0])
 	assert.False(t, nodes[0].unavailable())
 
 	n := nodes[1]
@@ -33,6 +34,8 @@ func TestParseNodeLines(t *testing.T) {
 	require.Len(t, nodes, 1)
 	assert.Equal(t, "bad gpu", nodes[0].Reason)
 	assert.True(t, nodes[0].ReasonTime.IsZero())
+	assert.True(t, nodes[0].BootTime.IsZero())
+	assert.Equal(t, -1, nodes[0].CPUAlloc, "not printed: unknown")
 
 	assert.Empty(t, parseNodeLines("Node nosuch not found\n"))
 }

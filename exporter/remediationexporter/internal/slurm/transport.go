@@ -22,6 +22,13 @@ type transport interface {
 	resume(ctx context.Context, name string) error
 }
 
+// rebooter is a transport that can ask slurmctld for a reboot (scontrol;
+// slurmrestd has no reboot endpoint).
+type rebooter interface {
+	// reboot runs `scontrol reboot ASAP nextstate=DOWN reason=<reason>`.
+	reboot(ctx context.Context, name, reason string) error
+}
+
 var errNodeNotFound = errors.New("slurm: node not found")
 
 // nodeInfo is what the platform needs of a node.
@@ -34,6 +41,23 @@ type nodeInfo struct {
 	// Gres is the node's configured GRES, e.g. "gpu:h100:8(S:0-1),nic:1";
 	// "" or "(null)" when none.
 	Gres string
+	// NextState is the state after a pending reboot ("DOWN", "RESUME");
+	// "" when none is set or the transport does not say.
+	NextState string
+	// BootTime is when the node last booted (zero when unknown).
+	BootTime time.Time
+	// CPUAlloc is how many CPUs jobs hold on the node; -1 when unknown.
+	CPUAlloc int
+}
+
+// has reports whether the node carries state or flag st.
+func (n nodeInfo) has(st string) bool {
+	for _, s := range n.States {
+		if s == st {
+			return true
+		}
+	}
+	return false
 }
 
 // unavailable reports whether someone (us or another writer) took the node

@@ -8,6 +8,7 @@ package slurmtest // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remedia
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,6 +85,27 @@ func Start(t *testing.T, n int) *Cluster {
 // GRES cpu-node1..cpu, and waits until sinfo shows every node idle.
 func StartWith(t *testing.T, gpu, cpu int) *Cluster {
 	t.Helper()
+	return StartOpts(t, Options{GPUNodes: gpu, CPUNodes: cpu})
+}
+
+// Options shape a test cluster.
+type Options struct {
+	GPUNodes int // gpu-node1..n, each with Gres=gpu:8
+	CPUNodes int // cpu-node1..m, without GRES
+	// ResumeTimeout is slurm.conf's ResumeTimeout: how long slurmctld
+	// waits for a rebooted node to register before it marks the node DOWN
+	// ("reboot timed out"). Default 60s, Slurm's own.
+	ResumeTimeout time.Duration
+}
+
+// StartOpts brings up the cluster opts describe and waits until sinfo
+// shows every node idle.
+func StartOpts(t *testing.T, opts Options) *Cluster {
+	t.Helper()
+	if opts.ResumeTimeout < time.Second {
+		opts.ResumeTimeout = 60 * time.Second
+	}
+	gpu, cpu := opts.GPUNodes, opts.CPUNodes
 	n := gpu + cpu
 	bins := make(map[string]string)
 	for bin, pkg := range requiredBinaries {
@@ -135,8 +158,17 @@ SlurmdTimeout=300
 SchedulerType=sched/builtin
 SelectType=select/linear
 GresTypes=gpu
-`, ports[0], ports[1], dir, u.Username)
+RebootProgram=%[3]s/reboot-program
+ResumeTimeout=%[5]d
+`, ports[0], ports[1], dir, u.Username, int(opts.ResumeTimeout/time.Second))
 	c := &Cluster{t: t, Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), bins: bins}
+	// RebootProgram only records that it ran, and when (every slurmd runs
+	// on this one host, so it cannot tell which node it is for): the test
+	// plays the machine's reboot with Reboot.
+	script := fmt.Sprintf("#!/bin/sh\necho \"$(date +%%s) $*\" >> %s\n", filepath.Join(dir, "reboots.log"))
+	if err := os.WriteFile(filepath.Join(dir, "reboot-program"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// There are no GPUs. slurmd drops a GPU without a device file, and
 	// wants a character device: links to /dev/null stand in for them.
 	devDir := filepath.Join(dir, "dev")
@@ -221,17 +253,22 @@ func (c *Cluster) startDaemon(name, bin string, args ...string) *proc {
 	return p
 }
 
+// terminate ends the process: SIGTERM, then SIGKILL.
+func (p *proc) terminate() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		p.done <- <-p.done
+	}
+}
+
 // stop ends the daemons (SIGTERM, then SIGKILL) and removes the directory.
 func (c *Cluster) stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		c.procs[i].terminate()
 	}
 	if c.t.Failed() {
 		for _, p := range c.procs {
@@ -345,4 +382,54 @@ func (c *Cluster) StartSlurmrestd(apiVersion string) string {
 		return true
 	})
 	return sock
+}
+
+// RebootRequests lists RebootProgram's runs, one line a run: "<unix time>
+// <arguments>".
+func (c *Cluster) RebootRequests() []string {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "reboots.log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// Reboot plays node's reboot after RebootProgram was run: its slurmd stops
+// and starts again in a new time namespace whose boot time is now, as on a
+// machine that just booted (slurmd reports its uptime, slurmctld takes the
+// node's BootTime from it and the reboot as done once BootTime is after
+// the request).
+func (c *Cluster) Reboot(node string) {
+	c.t.Helper()
+	i := slices.IndexFunc(c.procs, func(p *proc) bool { return p.name == "slurmd-"+node })
+	if i < 0 {
+		c.t.Fatalf("reboot %s: no such slurmd", node)
+	}
+	// slurmctld takes a reboot as done only when the node booted after
+	// the request, to the second: boot in a later second than
+	// RebootProgram's last run.
+	if reqs := c.RebootRequests(); len(reqs) > 0 {
+		if ran, err := strconv.ParseInt(strings.Fields(reqs[len(reqs)-1])[0], 10, 64); err == nil {
+			time.Sleep(time.Until(time.Unix(ran+1, 0)))
+		}
+	}
+	c.procs[i].terminate()
+	c.procs = slices.Delete(c.procs, i, i+1)
+	raw, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var uptime float64
+	if _, err := fmt.Sscanf(string(raw), "%f", &uptime); err != nil {
+		c.t.Fatalf("/proc/uptime: %v", err)
+	}
+	args := []string{"--time", "--boottime", strconv.FormatInt(-int64(uptime), 10)}
+	if os.Geteuid() != 0 {
+		args = append([]string{"--user", "--map-current-user"}, args...)
+	}
+	slurmd := c.bins["slurmd"]
+	c.startDaemon("slurmd-"+node, "unshare", append(args, slurmd, "-D", "-N", node, "-f", c.Conf)...)
 }
