@@ -3,6 +3,7 @@ package k8s
 import (
 	"fmt"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,6 +20,25 @@ const (
 // NewClientset builds a clientset from cfg.Kubeconfig, or from the pod's
 // service account when it is empty.
 func NewClientset(cfg Config) (kubernetes.Interface, error) {
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// NewDynamicClient builds the client for the custom resources the platform
+// creates (NVSentinel's RebootNode and GPUReset, repair.go), from the same
+// credentials as NewClientset.
+func NewDynamicClient(cfg Config) (dynamic.Interface, error) {
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(rc)
+}
+
+func restConfig(cfg Config) (*rest.Config, error) {
 	var (
 		rc  *rest.Config
 		err error
@@ -33,5 +53,5 @@ func NewClientset(cfg Config) (kubernetes.Interface, error) {
 	}
 	rc.QPS, rc.Burst = clientQPS, clientBurst
 	rc.UserAgent = FieldManager
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }

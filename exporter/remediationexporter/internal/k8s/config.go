@@ -31,6 +31,17 @@ const (
 	DefaultLeaseDuration   = 15 * time.Second
 )
 
+// Repair carriers: who carries out the repairs (reboot, GPU reset) the
+// exporter asks of the platform (`kubernetes.repair`).
+const (
+	// RepairNone: the platform carries out no repair; the exporter asks the
+	// node's agent (GPU reset) and the generic maintenance webhook.
+	RepairNone = "none"
+	// RepairNVSentinel: RebootNode and GPUReset objects
+	// (janitor.dgxc.nvidia.com/v1alpha1) for NVIDIA NVSentinel's janitor.
+	RepairNVSentinel = "nvsentinel"
+)
+
 // Config is the `kubernetes:` section of the remediation exporter.
 type Config struct {
 	// Kubeconfig is the path of a kubeconfig file; empty means the
@@ -67,9 +78,14 @@ type Config struct {
 	// whose uuid attribute is the GPU's UUID, instead of cordon and taint.
 	// Where the API or the device is missing, the node is cordoned and
 	// tainted as before. RBAC needs devicetaintrules and resourceslices.
-	DeviceTaints bool          `mapstructure:"device_taints"`
-	Breaker      BreakerConfig `mapstructure:"breaker"`
-	Lease        LeaseConfig   `mapstructure:"lease"`
+	DeviceTaints bool `mapstructure:"device_taints"`
+	// Repair names who carries out the repairs the exporter asks of the
+	// platform: "none" (default: the agent and the maintenance webhook do)
+	// or "nvsentinel" (RebootNode and GPUReset objects for NVSentinel's
+	// janitor; its CRDs must be installed, RBAC in deploy/rbac/repair).
+	Repair  string        `mapstructure:"repair"`
+	Breaker BreakerConfig `mapstructure:"breaker"`
+	Lease   LeaseConfig   `mapstructure:"lease"`
 }
 
 // BreakerConfig bounds the share of GPU nodes quarantined within a window.
@@ -99,6 +115,7 @@ func NewDefaultConfig() Config {
 		ConditionType:    DefaultConditionType,
 		MaintenanceLabel: DefaultMaintenanceLabel,
 		GPUNodeLabel:     DefaultGPUNodeLabel,
+		Repair:           RepairNone,
 		Breaker: BreakerConfig{
 			MaxShare:  DefaultBreakerMaxShare,
 			Window:    DefaultBreakerWindow,
@@ -142,6 +159,11 @@ func (c *Config) Validate() error {
 		if _, err := labels.Parse(c.GPUNodeSelector); err != nil {
 			errs = append(errs, fmt.Errorf("gpu_node_selector: %w", err))
 		}
+	}
+	switch c.Repair {
+	case RepairNone, RepairNVSentinel:
+	default:
+		errs = append(errs, fmt.Errorf("repair %q: must be %q or %q", c.Repair, RepairNone, RepairNVSentinel))
 	}
 	if !(c.Breaker.MaxShare > 0 && c.Breaker.MaxShare <= 1) {
 		errs = append(errs, fmt.Errorf("breaker.max_share %v: must be in (0, 1]", c.Breaker.MaxShare))

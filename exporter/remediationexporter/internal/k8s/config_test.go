@@ -18,6 +18,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	assert.Equal(t, "remediation-breaker", cfg.Breaker.Name)
 	assert.False(t, cfg.Evict)
 	assert.Equal(t, "nvidia.com/gpu.present=true", cfg.GPUNodeLabel)
+	assert.Equal(t, RepairNone, cfg.Repair)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -35,6 +36,8 @@ func TestConfigValidate(t *testing.T) {
 		"breaker ns":     func(c *Config) { c.Breaker.Namespace = "Bad_NS" },
 		"lease name":     func(c *Config) { c.Lease.Name = "" },
 		"lease duration": func(c *Config) { c.Lease.Duration = 100 * time.Millisecond },
+		"repair":         func(c *Config) { c.Repair = "janitor" },
+		"repair empty":   func(c *Config) { c.Repair = "" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := NewDefaultConfig()
@@ -55,4 +58,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	cfg := NewDefaultConfig()
 	cfg.GPUNodeLabel = "=true"
 	assert.ErrorContains(t, cfg.Validate(), "gpu_node_label")
+	cfg = NewDefaultConfig()
+	cfg.Repair = "NVSentinel"
+	assert.ErrorContains(t, cfg.Validate(), `repair "NVSentinel"`)
 }

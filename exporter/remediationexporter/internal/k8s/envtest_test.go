@@ -70,6 +70,10 @@ func startControlPlane(t *testing.T, certDir string) (*envtest.Environment, *res
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: envtestBinDir(t),
 		UseExistingCluster:    &useExisting,
+		// NVSentinel's janitor CRDs (RebootNode, GPUReset): the repair
+		// objects are validated against their real schema.
+		CRDDirectoryPaths:     []string{filepath.Join("testdata", "nvsentinel")},
+		ErrorIfCRDPathMissing: true,
 	}
 	if certDir != "" {
 		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
@@ -194,6 +198,8 @@ func TestEnvtest(t *testing.T) {
 	t.Run("BreakerRefund", func(t *testing.T) { testBreakerRefund(t, client) })
 	t.Run("BreakerTripByTheQuarantineCap", func(t *testing.T) { testBreakerTrip(t, cfg) })
 	t.Run("ReleaseOnlyWhatIsStillOurs", func(t *testing.T) { testReleaseOnlyWhatIsStillOurs(t, client) })
+	t.Run("RepairNVSentinelObjects", func(t *testing.T) { testRepairNVSentinel(t, cfg) })
+	t.Run("RepairDrained", func(t *testing.T) { testRepairDrained(t, client) })
 }
 
 func testDBE(t *testing.T, client kubernetes.Interface) {

@@ -34,6 +34,25 @@ const (
 	ReasonRecovered = "Recovered"
 )
 
+// Marks on the repair objects this exporter creates (repair.go): NVSentinel
+// RebootNode and GPUReset objects are cluster-scoped and anyone may create
+// them, so ours say so, and say for which node, fault and attempt.
+const (
+	// LabelRepairBy=otelcol-gpu marks a repair object as this exporter's.
+	LabelRepairBy = "otelcol-gpu.io/repair-by"
+	// LabelRepairAction is the repair (reboot, gpu_reset).
+	LabelRepairAction = "otelcol-gpu.io/repair-action"
+	// LabelRepairNode is the node, as a label value (for listing; the spec
+	// has the exact name).
+	LabelRepairNode = "otelcol-gpu.io/node"
+	// AnnotationRepairAttempt is the attempt of the node's repair loop (1
+	// for the first): with the fault id (AnnotationFaultID) and the action,
+	// what the object's name is derived from.
+	AnnotationRepairAttempt = "otelcol-gpu.io/repair-attempt"
+	// AnnotationRepairReason is the human text of the request.
+	AnnotationRepairReason = "otelcol-gpu.io/repair-reason"
+)
+
 // mergeTaint returns taints with ours appended unless a taint with the same
 // key and effect is already there (the API server rejects duplicates, and
 // the one there may be another writer's). Other taints are kept as they are.

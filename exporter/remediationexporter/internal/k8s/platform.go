@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -41,12 +42,25 @@ type Platform struct {
 	now     func() time.Time
 	// instance is the events' reportingInstance: this replica.
 	instance string
+	// dyn creates and reads the repair objects (repair.go); nil unless
+	// cfg.Repair asks for them.
+	dyn dynamic.Interface
 }
 
 var _ actuator.Platform = (*Platform)(nil)
 
+// Option configures New.
+type Option func(*Platform)
+
+// WithDynamicClient gives the platform the client for the repair objects
+// (kubernetes.repair: nvsentinel); without it New builds one from cfg's
+// credentials (NewDynamicClient) when repair asks for it.
+func WithDynamicClient(dyn dynamic.Interface) Option {
+	return func(p *Platform) { p.dyn = dyn }
+}
+
 // New returns a Platform acting through client; cfg must be valid.
-func New(client kubernetes.Interface, cfg Config, logger *zap.Logger) (*Platform, error) {
+func New(client kubernetes.Interface, cfg Config, logger *zap.Logger, opts ...Option) (*Platform, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -54,8 +68,20 @@ func New(client kubernetes.Interface, cfg Config, logger *zap.Logger) (*Platform
 	if err != nil {
 		return nil, err
 	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
 	breaker := newBreaker(client, cfg.Breaker, gpu)
-	return &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, gpu: gpu, now: time.Now, instance: reportingInstance()}, nil
+	p := &Platform{client: client, cfg: cfg, logger: logger, breaker: breaker, gpu: gpu, now: time.Now, instance: reportingInstance()}
+	for _, o := range opts {
+		o(p)
+	}
+	if cfg.Repair == RepairNVSentinel && p.dyn == nil {
+		if p.dyn, err = NewDynamicClient(cfg); err != nil {
+			return nil, fmt.Errorf("kubernetes.repair %s: %w", cfg.Repair, err)
+		}
+	}
+	return p, nil
 }
 
 // Name implements actuator.Platform.
