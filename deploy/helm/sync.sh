@@ -4,7 +4,8 @@
 #
 #   distributions/{agent,gateway}/*.yaml except manifest.yaml (the collector
 #     configs and their fragments)        -> files/{agent,gateway}/
-#   deploy/rbac/*.yaml, eviction/*.yaml   -> files/rbac/ (kustomization.yaml excepted)
+#   deploy/rbac/*.yaml, eviction/*.yaml,
+#     repair/*.yaml                       -> files/rbac/ (kustomization.yaml excepted)
 #   deploy/prometheus/rules.yaml          -> files/prometheus/rules.yaml
 #   deploy/grafana/dashboards/*.json      -> files/dashboards/
 #
@@ -29,8 +30,10 @@ done
 for f in "$repo"/deploy/rbac/*.yaml; do
 	[ "$(basename "$f")" = kustomization.yaml ] || cp "$f" "$files/rbac/"
 done
-for f in "$repo"/deploy/rbac/eviction/*.yaml; do
-	[ "$(basename "$f")" = kustomization.yaml ] || cp "$f" "$files/rbac/eviction-$(basename "$f")"
+for overlay in eviction repair; do
+	for f in "$repo"/deploy/rbac/$overlay/*.yaml; do
+		[ "$(basename "$f")" = kustomization.yaml ] || cp "$f" "$files/rbac/$overlay-$(basename "$f")"
+	done
 done
 cp "$repo/deploy/prometheus/rules.yaml" "$files/prometheus/rules.yaml"
 cp "$repo"/deploy/grafana/dashboards/*.json "$files/dashboards/"

@@ -164,6 +164,7 @@ var chartCopies = []struct {
 	{"distributions/gateway", "files/gateway", "", func(n string) bool { return strings.HasSuffix(n, ".yaml") && n != "manifest.yaml" }},
 	{"deploy/rbac", "files/rbac", "", func(n string) bool { return strings.HasSuffix(n, ".yaml") && n != "kustomization.yaml" }},
 	{"deploy/rbac/eviction", "files/rbac", "eviction-", func(n string) bool { return strings.HasSuffix(n, ".yaml") && n != "kustomization.yaml" }},
+	{"deploy/rbac/repair", "files/rbac", "repair-", func(n string) bool { return strings.HasSuffix(n, ".yaml") && n != "kustomization.yaml" }},
 	{"deploy/prometheus", "files/prometheus", "", func(n string) bool { return n == "rules.yaml" }},
 	{"deploy/grafana/dashboards", "files/dashboards", "", func(n string) bool { return strings.HasSuffix(n, ".json") }},
 }

@@ -117,3 +117,23 @@ func TestEvictionValues(t *testing.T) {
 		assert.NotEqual(t, "otelcol-gpu-remediation-eviction", o.GetName(), "%s: eviction is off unless asked for", o.GetKind())
 	}
 }
+
+// TestRepairValues: kubernetes.repair nvsentinel turns on the exporter's
+// RebootNode/GPUReset repairs and binds deploy/rbac/repair's ClusterRole,
+// which only then exists.
+func TestRepairValues(t *testing.T) {
+	cfg, objs := remediationFragment(t, defaultScenario, "remediation-kubernetes.yaml",
+		"--set", "remediation.platform=kubernetes", "--set", "remediation.kubernetes.repair=nvsentinel")
+	assert.Equal(t, "nvsentinel", cfg.Kubernetes.Repair)
+	role := typed[rbacv1.ClusterRole](t, objs, "ClusterRole", "otelcol-gpu-remediation-repair")
+	assert.True(t, grants(role.Rules, "janitor.dgxc.nvidia.com", "rebootnodes", "create"))
+	assert.True(t, grants(role.Rules, "janitor.dgxc.nvidia.com", "gpuresets", "get"))
+	assert.True(t, grants(role.Rules, "", "pods", "list"))
+	assert.False(t, grants(role.Rules, "janitor.dgxc.nvidia.com", "rebootnodes", "delete"))
+	binding := typed[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "otelcol-gpu-remediation-repair")
+	assert.Equal(t, releaseNamespace, binding.Subjects[0].Namespace)
+
+	for _, o := range helmTemplate(t, scenarioByName(t, productionScenario)) {
+		assert.NotEqual(t, "otelcol-gpu-remediation-repair", o.GetName(), "%s: repair is off unless asked for", o.GetKind())
+	}
+}
