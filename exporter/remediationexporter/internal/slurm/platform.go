@@ -229,7 +229,9 @@ func (p *Platform) adopt(name string, node nodeInfo, req actuator.Request) {
 		return
 	}
 	if _, held := p.drains.get(name); !held {
-		p.drains.record(name, drainMark{reason: node.Reason, at: node.ReasonTime})
+		// A reboot of ours (repair.go) goes on appending to the reason.
+		reboot := strings.HasPrefix(node.Reason, p.prefix+" reboot ")
+		p.drains.record(name, drainMark{reason: node.Reason, at: node.ReasonTime, reboot: reboot})
 	}
 }
 

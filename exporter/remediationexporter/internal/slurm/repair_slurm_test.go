@@ -114,6 +114,20 @@ func TestSlurmReboot(t *testing.T) {
 		prog = settled(r2)
 		require.Equal(t, actuator.RepairDone, prog.State, prog.Detail)
 
+		// A new leader after a failover (no marks of its own) adopts the
+		// rebooted node when it acts on the fault again, and can release it.
+		replica := c.platform(nil)
+		res, err = replica.Release(ctx, dbe("gpu-node1", "f-1"))
+		require.NoError(t, err)
+		assert.Equal(t, actuator.NotOurs, res.Outcome, "unknown to the new leader: %s", res.Detail)
+		res, err = replica.Quarantine(ctx, dbe("gpu-node1", "f-1"))
+		require.NoError(t, err)
+		assert.Equal(t, actuator.AlreadyDone, res.Outcome, res.Detail)
+		mark, held := replica.drains.get("gpu-node1")
+		require.True(t, held)
+		assert.True(t, mark.reboot, "adopted as our reboot's reason")
+		p = replica
+
 		// Verified: the release resumes the node DOWN with our reason.
 		res, err = p.Release(ctx, dbe("gpu-node1", "f-1"))
 		require.NoError(t, err)
