@@ -146,6 +146,22 @@ func (c *Client) StartVerify(ctx context.Context, node string, req VerifyRequest
 	return out, err
 }
 
+// Confirm asks the node whether its own hardware signals show the fault
+// (synchronous: the answer is the Confirmation). Anything but a
+// Confirmation with Confirmed true, an error included, means the node did
+// not confirm it: repair nothing.
+func (c *Client) Confirm(ctx context.Context, node string, req ConfirmRequest) (Confirmation, error) {
+	if req.Node != node {
+		return Confirmation{}, fmt.Errorf("repair: confirm request for node %q sent to %q", req.Node, node)
+	}
+	if !ValidID(req.ID) {
+		return Confirmation{}, fmt.Errorf("repair: confirm request id %q is not 1 to %d of [A-Za-z0-9-_.:]", req.ID, MaxIDLen)
+	}
+	var out Confirmation
+	err := c.do(ctx, node, http.MethodPost, PathConfirm, req, &out)
+	return out, err
+}
+
 // Job returns one of the node's jobs. A job the agent no longer holds (it
 // restarted, or evicted it) is a *StatusError with Status 404.
 func (c *Client) Job(ctx context.Context, node, id string) (Job, error) {

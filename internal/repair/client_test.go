@@ -87,6 +87,8 @@ func TestClientCallsEveryEndpoint(t *testing.T) {
 		switch r.URL.Path {
 		case PathNode:
 			writeJSON(w, 200, NodeStatus{Node: "node-a", BootID: "b", GPUs: []GPUStatus{{UUID: "GPU-1", Busy: true, Why: "1 process"}}})
+		case PathConfirm:
+			writeJSON(w, 200, Confirmation{Confirmed: true, Detail: "seen", Evidence: []string{"GPU-1: XID 79 x1"}})
 		default:
 			writeJSON(w, http.StatusAccepted, job)
 		}
@@ -102,7 +104,14 @@ func TestClientCallsEveryEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Job(ctx, "node-a", "j1")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"GET " + PathNode, "POST " + PathGPUReset, "POST " + PathVerify, "GET " + PathJobs + "j1"}, a.got)
+	since := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	conf, err := c.Confirm(ctx, "node-a", ConfirmRequest{ID: "c1", Node: "node-a", FaultID: "f1", FaultType: "gpu.fell_off_bus", GPUUUID: "GPU-1", Since: since})
+	require.NoError(t, err)
+	assert.Equal(t, Confirmation{Confirmed: true, Detail: "seen", Evidence: []string{"GPU-1: XID 79 x1"}}, conf)
+	assert.Equal(t, []string{"GET " + PathNode, "POST " + PathGPUReset, "POST " + PathVerify, "GET " + PathJobs + "j1", "POST " + PathConfirm}, a.got)
+	var sentConfirm ConfirmRequest
+	require.NoError(t, DecodeStrict(a.bodies[4], &sentConfirm))
+	assert.Equal(t, ConfirmRequest{ID: "c1", Node: "node-a", FaultID: "f1", FaultType: "gpu.fell_off_bus", GPUUUID: "GPU-1", Since: since}, sentConfirm)
 	var sent GPUResetRequest
 	require.NoError(t, DecodeStrict(a.bodies[1], &sent))
 	assert.Equal(t, "GPU-1", sent.GPUUUID)
@@ -164,6 +173,10 @@ func TestClientRefusesBadInput(t *testing.T) {
 	_, err = c.StartVerify(ctx, "node-a", VerifyRequest{ID: "a/b", Node: "node-a"})
 	assert.Error(t, err)
 	_, err = c.Job(ctx, "node-a", "../x")
+	assert.Error(t, err)
+	_, err = c.Confirm(ctx, "node-a", ConfirmRequest{ID: "c", Node: "node-b"})
+	assert.Error(t, err, "the body's node must be the node called")
+	_, err = c.Confirm(ctx, "node-a", ConfirmRequest{ID: "a b", Node: "node-a"})
 	assert.Error(t, err)
 	_, err = c.StartVerify(ctx, "node-a", VerifyRequest{ID: "j", Node: "node-a", FaultID: strings.Repeat("f", MaxRequestBytes)})
 	assert.Error(t, err, "a body over the agent's bound is not sent")
