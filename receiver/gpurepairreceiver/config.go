@@ -130,6 +130,12 @@ type VerifyConfig struct {
 	// IdlePollInterval is how often it looks meanwhile (default 5s).
 	IdlePollInterval time.Duration `mapstructure:"idle_poll_interval"`
 
+	// Diag is how the dcgm_diag check runs (config_verify.go).
+	Diag DiagConfig `mapstructure:"diag"`
+	// Links is the links_steady check, and the nodestate extension the
+	// confirm endpoint reads (config_verify.go).
+	Links LinksConfig `mapstructure:"links"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -178,6 +184,8 @@ func (cfg *Config) Validate() error {
 	if cfg.Verify.IdlePollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("verify::idle_poll_interval must be greater than 0, got %q", cfg.Verify.IdlePollInterval.String()))
 	}
+	errs = append(errs, cfg.Verify.Diag.validate()...)
+	errs = append(errs, cfg.Verify.Links.validate()...)
 	if cfg.MaxJobs < 1 {
 		errs = append(errs, fmt.Errorf("max_jobs must be at least 1, got %d", cfg.MaxJobs))
 	}

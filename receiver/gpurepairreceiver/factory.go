@@ -63,6 +63,7 @@ func createDefaultConfig() component.Config {
 	sc := confighttp.NewDefaultServerConfig()
 	sc.NetAddr.Endpoint = DefaultEndpoint
 	sc.MaxRequestBodySize = repair.MaxRequestBytes
+	diag, links := defaultVerifyChecks()
 	return &Config{
 		ServerConfig:   sc,
 		MaxSkew:        repair.DefaultMaxSkew,
@@ -72,8 +73,9 @@ func createDefaultConfig() component.Config {
 		SMActiveIdle:   DefaultSMActiveIdle,
 		SMActiveMaxAge: DefaultSMActiveMaxAge,
 		GPUReset:       ResetConfig{Command: slices.Clone(DefaultResetCommand), Timeout: DefaultResetTimeout},
-		Verify:         VerifyConfig{Timeout: DefaultVerifyTimeout, IdleWait: DefaultIdleWait, IdlePollInterval: DefaultIdlePollInterval},
-		MaxJobs:        DefaultMaxJobs,
+		Verify: VerifyConfig{Timeout: DefaultVerifyTimeout, IdleWait: DefaultIdleWait, IdlePollInterval: DefaultIdlePollInterval,
+			Diag: diag, Links: links},
+		MaxJobs: DefaultMaxJobs,
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/metadata"
 )
 
@@ -36,7 +36,7 @@ func TestStartShutdownProduction(t *testing.T) {
 	r, err := f.CreateLogs(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
 	require.NoError(t, r.Shutdown(context.Background()), "before Start")
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Start(context.Background(), nodestateHost(nodestate.NewMemoryStore(nodestate.DefaultLimits()))))
 	require.NoError(t, r.Shutdown(context.Background()))
 }
 
@@ -48,7 +48,7 @@ func TestStartFailures(t *testing.T) {
 	garbage := filepath.Join(dir, "garbage.pub")
 	require.NoError(t, os.WriteFile(garbage, []byte("not a key"), 0o600))
 	good := writePublicKey(t, dir, testKey(1))
-	ns := component.MustNewID("nodestate")
+	ns := component.MustNewIDWithName("nodestate", "other")
 	for name, c := range map[string]struct {
 		set  func(*Config)
 		want string
@@ -57,7 +57,14 @@ func TestStartFailures(t *testing.T) {
 		"garbage key":   {func(c *Config) { c.PublicKeyFile = garbage }, "garbage.pub"},
 		"bad node name": {func(c *Config) { c.HostName = "node/a" }, "host_name"},
 		"no nodestate":  {func(c *Config) { c.NodeState = &ns }, "nodestate"},
-		"bad endpoint":  {func(c *Config) { c.NetAddr.Endpoint = "256.0.0.1:1" }, "endpoint"},
+		"no verify::links::nodestate": {func(c *Config) { c.Verify.Links.NodeState = "nodestate/missing" },
+			`verify::links::nodestate: extension "nodestate/missing" is not configured`},
+		"links disabled, nodestate still resolved": {func(c *Config) {
+			c.Verify.Links.Enabled = false
+			c.Verify.Links.NodeState = "nodestate/missing"
+		}, "verify::links::nodestate"},
+		"bad diag command": {func(c *Config) { c.Verify.Diag.Command = []string{"dcgmi", "{level}", "{gpus}", "{uuid}"} }, "unknown placeholder"},
+		"bad endpoint":     {func(c *Config) { c.NetAddr.Endpoint = "256.0.0.1:1" }, "endpoint"},
 	} {
 		cfg := NewFactory().CreateDefaultConfig().(*Config)
 		cfg.NetAddr.Endpoint = "127.0.0.1:0"
@@ -66,7 +73,7 @@ func TestStartFailures(t *testing.T) {
 		c.set(cfg)
 		r, err := NewFactory().CreateLogs(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 		require.NoError(t, err)
-		err = r.Start(context.Background(), componenttest.NewNopHost())
+		err = r.Start(context.Background(), nodestateHost(nodestate.NewMemoryStore(nodestate.DefaultLimits())))
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), c.want, name)
 		require.NoError(t, r.Shutdown(context.Background()))

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/verify"
@@ -157,6 +158,29 @@ type env struct {
 	cfg     *Config
 	// idleDeadline fires the verification's idle_wait (the fake clock).
 	idleDeadline chan time.Time
+	// store is the nodestate extension "nodestate" of the host.
+	store *nodestate.MemoryStore
+}
+
+// nodestateExt is a nodestate store as a host's extension.
+type nodestateExt struct {
+	*nodestate.MemoryStore
+	component.StartFunc
+	component.ShutdownFunc
+}
+
+// hostWithExtensions is a host holding exts.
+type hostWithExtensions struct {
+	exts map[component.ID]component.Component
+}
+
+func (h hostWithExtensions) GetExtensions() map[component.ID]component.Component { return h.exts }
+
+// nodestateHost is a host whose extension "nodestate" is store.
+func nodestateHost(store *nodestate.MemoryStore) component.Host {
+	return hostWithExtensions{exts: map[component.ID]component.Component{
+		component.MustNewID("nodestate"): nodestateExt{MemoryStore: store},
+	}}
 }
 
 type envOption func(*env, *Config, *[]factoryOption)
@@ -187,7 +211,8 @@ func newEnv(t *testing.T, options ...envOption) *env {
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "proc", "sys", "kernel", "random"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "proc", "sys", "kernel", "random", "boot_id"), []byte(testBoot+"\n"), 0o644))
-	e := &env{t: t, key: testKey(1), sink: new(consumertest.LogsSink), idleDeadline: make(chan time.Time, 1)}
+	e := &env{t: t, key: testKey(1), sink: new(consumertest.LogsSink), idleDeadline: make(chan time.Time, 1),
+		store: nodestate.NewMemoryStore(nodestate.DefaultLimits())}
 	cfg := createDefaultConfig().(*Config)
 	cfg.NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.HostName = testNode
@@ -207,7 +232,9 @@ func newEnv(t *testing.T, options ...envOption) *env {
 	devices := e.devices
 	base := []factoryOption{func(o *factoryOptions) {
 		o.devices = func(*Config) Devices { return devices }
-		o.runners = func(*Config, receiver.Settings) (map[repair.Check]verify.Runner, error) { return nil, nil }
+		o.runners = func(*Config, receiver.Settings, nodestate.Store) (map[repair.Check]verify.Runner, error) {
+			return nil, nil
+		}
 		o.after = func(d time.Duration) <-chan time.Time {
 			if d == cfg.Verify.IdleWait {
 				return e.idleDeadline
@@ -226,7 +253,7 @@ func newEnv(t *testing.T, options ...envOption) *env {
 	r, err := f.CreateLogs(context.Background(), set, cfg, e.sink)
 	require.NoError(t, err)
 	e.rcv = r.(*repairReceiver)
-	require.NoError(t, e.rcv.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, e.rcv.Start(context.Background(), nodestateHost(e.store)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

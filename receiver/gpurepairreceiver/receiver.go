@@ -24,6 +24,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/verify"
 )
 
 // emitTimeout bounds handing one result record to the pipeline.
@@ -43,10 +44,11 @@ type repairReceiver struct {
 	jobs    *jobs
 	api     *api
 
-	mu     sync.Mutex
-	server *http.Server
-	ln     net.Listener
-	done   chan struct{}
+	mu      sync.Mutex
+	runners map[repair.Check]verify.Runner // closed at Shutdown
+	server  *http.Server
+	ln      net.Listener
+	done    chan struct{}
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs, opts factoryOptions) (*repairReceiver, error) {
@@ -82,10 +84,23 @@ func (r *repairReceiver) Start(ctx context.Context, host component.Host) error {
 			return fmt.Errorf("gpurepair: nodestate: %w", err)
 		}
 	}
-	runners, err := r.opts.runners(r.cfg, r.set)
-	if err != nil {
-		return fmt.Errorf("gpurepair: verify: %w", err)
+	// The links_steady check and the confirm endpoint read the node's own
+	// readings: a named extension that is not there stops the start.
+	var ownStore nodestate.Store
+	if id, ok, err := r.cfg.Verify.Links.nodeStateID(); err != nil {
+		return fmt.Errorf("gpurepair: verify::links::nodestate: %w", err)
+	} else if ok {
+		if ownStore, err = nodestate.FromHost(host, id); err != nil {
+			return fmt.Errorf("gpurepair: verify::links::nodestate: %w (set it to \"\" to run without: no links_steady check, no confirmation)", err)
+		}
 	}
+	runners, err := r.opts.runners(r.cfg, r.set, ownStore)
+	if err != nil {
+		return fmt.Errorf("gpurepair: %w", err)
+	}
+	r.mu.Lock()
+	r.runners = runners
+	r.mu.Unlock()
 	r.node = node
 	r.devices = r.opts.devices(r.cfg)
 	busy := &busyChecker{devices: r.devices, store: store, smIdle: r.cfg.SMActiveIdle, maxAge: r.cfg.SMActiveMaxAge, now: r.opts.now}
@@ -93,6 +108,7 @@ func (r *repairReceiver) Start(ctx context.Context, host component.Host) error {
 	r.api = &api{
 		node: node, procRoot: r.cfg.ProcRoot, verifier: verifier, busy: busy, jobs: r.jobs, now: r.opts.now,
 		logger: r.set.Logger, tb: r.tb, logged: map[string]bool{},
+		confirm: newConfirmer(r.devices, ownStore),
 		actions: &actions{
 			busy: busy, devices: r.devices, runners: runners,
 			verifyTimeout: r.cfg.Verify.Timeout, idleWait: r.cfg.Verify.IdleWait, idlePoll: r.cfg.Verify.IdlePollInterval,
@@ -124,7 +140,10 @@ func (r *repairReceiver) Start(ctx context.Context, host component.Host) error {
 	}
 	r.set.Logger.Info("gpurepair: serving the repair API", zap.String("endpoint", ln.Addr().String()),
 		zap.Bool("tls", r.cfg.TLS.HasValue()), zap.String("node", node), zap.Int("public_keys", len(keys)),
-		zap.Strings("checks", checks), zap.Bool("sm_activity", store != nil))
+		zap.Strings("checks", checks), zap.Bool("sm_activity", store != nil), zap.Bool("confirm", ownStore != nil))
+	if ownStore == nil {
+		r.set.Logger.Warn("gpurepair: verify::links::nodestate is empty: no links_steady check, and the confirm endpoint confirms no fault (the gateway repairs nothing it asks about)")
+	}
 	if !r.cfg.TLS.HasValue() {
 		r.set.Logger.Warn("gpurepair: serving plain HTTP: requests are signed (no forgery, no replay) but readable on the network; set tls")
 	}
@@ -162,6 +181,12 @@ func (r *repairReceiver) Shutdown(ctx context.Context) error {
 		if err := r.jobs.stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	r.mu.Lock()
+	runners := r.runners
+	r.mu.Unlock()
+	if err := closeRunners(ctx, runners); err != nil {
+		errs = append(errs, err)
 	}
 	if r.devices != nil {
 		if err := r.devices.Shutdown(ctx); err != nil {

@@ -32,6 +32,7 @@ type api struct {
 	busy     *busyChecker
 	jobs     *jobs
 	actions  *actions
+	confirm  *confirmer
 	now      func() time.Time
 	logger   *zap.Logger
 	tb       *metadata.TelemetryBuilder
@@ -76,6 +77,8 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) *refusal {
 		return a.startReset(w, body)
 	case r.URL.Path == repair.PathVerify && r.Method == http.MethodPost:
 		return a.startVerify(w, body)
+	case r.URL.Path == repair.PathConfirm && r.Method == http.MethodPost:
+		return a.confirmFault(w, r.Context(), body)
 	case strings.HasPrefix(r.URL.Path, repair.PathJobs) && r.Method == http.MethodGet:
 		id := strings.TrimPrefix(r.URL.Path, repair.PathJobs)
 		j, ok := a.jobs.get(id)
@@ -84,7 +87,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) *refusal {
 		}
 		writeJSON(w, http.StatusOK, j)
 		return nil
-	case r.URL.Path == repair.PathNode || r.URL.Path == repair.PathGPUReset || r.URL.Path == repair.PathVerify || strings.HasPrefix(r.URL.Path, repair.PathJobs):
+	case r.URL.Path == repair.PathNode || r.URL.Path == repair.PathGPUReset || r.URL.Path == repair.PathVerify || r.URL.Path == repair.PathConfirm || strings.HasPrefix(r.URL.Path, repair.PathJobs):
 		return &refusal{http.StatusMethodNotAllowed, metadata.ReasonNotFound, "method " + r.Method + " not allowed"}
 	}
 	return &refusal{http.StatusNotFound, metadata.ReasonNotFound, "no such path"}
