@@ -64,12 +64,23 @@ func TestRepairFragment(t *testing.T) {
 	nodestate := component.MustNewID("nodestate")
 	assert.Equal(t, &nodestate, cfg.NodeState)
 	assert.False(t, cfg.TLS.HasValue())
+	assert.Equal(t, gpurepairreceiver.DiagBackendCommand, cfg.Verify.Diag.Backend)
+	assert.Equal(t, gpurepairreceiver.DefaultDiagCommand, cfg.Verify.Diag.Command)
+	assert.Equal(t, "localhost:5555", cfg.Verify.Diag.DCGM.Endpoint)
+	assert.True(t, cfg.Verify.Links.Enabled)
+	assert.Equal(t, "nodestate", cfg.Verify.Links.NodeState, "links_steady and the confirmation read the node's own readings")
 	assert.Contains(t, merged.Get("service::extensions"), "nodestate", "the nodestate extension the receiver reads runs")
 	assert.Equal(t, []any{"gpu_repair"}, merged.Get("service::pipelines::logs/repair::receivers"))
 	assert.Equal(t, []any{"kafka"}, merged.Get("service::pipelines::logs/repair::exporters"))
 	for _, p := range []string{"logs", "metrics", "traces"} {
 		assert.Equal(t, base.Get("service::pipelines::"+p), merged.Get("service::pipelines::"+p), p)
 	}
+
+	t.Setenv("REPAIR_DIAG_BACKEND", "dcgm")
+	t.Setenv("DCGM_ENDPOINT", "unix:///run/nvidia/dcgm.sock")
+	cfg = repairConfig(t, resolveAgent(t, "config.yaml", "repair.yaml"))
+	assert.Equal(t, gpurepairreceiver.DiagBackendDCGM, cfg.Verify.Diag.Backend)
+	assert.Equal(t, "unix:///run/nvidia/dcgm.sock", cfg.Verify.Diag.DCGM.Endpoint)
 
 	t.Setenv("REPAIR_TLS_CERT_FILE", "/tls/tls.crt")
 	t.Setenv("REPAIR_TLS_KEY_FILE", "/tls/tls.key")

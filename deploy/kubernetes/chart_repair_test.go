@@ -36,6 +36,7 @@ func TestChartRepair(t *testing.T) {
 		"REPAIR_PUBLIC_KEY_FILE": "/etc/otelcol-gpu-repair/gateway.pub",
 		"REPAIR_TLS_CERT_FILE":   "/etc/otelcol-gpu-repair-tls/tls.crt",
 		"REPAIR_TLS_KEY_FILE":    "/etc/otelcol-gpu-repair-tls/tls.key",
+		"REPAIR_DIAG_BACKEND":    "dcgm",
 	} {
 		v := envVar(agent, name)
 		if assert.NotNil(t, v, name) {
