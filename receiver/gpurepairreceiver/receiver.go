@@ -184,6 +184,7 @@ func (r *repairReceiver) Shutdown(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	runners := r.runners
+	r.runners = nil // closed once
 	r.mu.Unlock()
 	if err := closeRunners(ctx, runners); err != nil {
 		errs = append(errs, err)

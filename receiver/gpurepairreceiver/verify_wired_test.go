@@ -14,6 +14,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/extension/nodestateextension/nodestate"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpurepairreceiver/internal/verify"
 )
 
 // fakeDCGMI writes a dcgmi that records its arguments and prints fixture
@@ -185,4 +186,28 @@ func TestVerifyWiredShutdownStopsDiag(t *testing.T) {
 	j, ok := e.rcv.jobs.get("v1")
 	require.True(t, ok)
 	assert.Equal(t, repair.JobFailed, j.State)
+}
+
+// closingRunner records Close.
+type closingRunner struct {
+	fakeRunner
+	closed chan struct{}
+}
+
+func (r *closingRunner) Close(context.Context) error {
+	close(r.closed)
+	return nil
+}
+
+// Shutdown closes every runner that holds something (the library
+// diagnostic waits there for a run DCGM could not stop).
+func TestShutdownClosesRunners(t *testing.T) {
+	r := &closingRunner{closed: make(chan struct{})}
+	e := newEnv(t, withOpt(withRunners(map[repair.Check]verify.Runner{repair.CheckDiag: r})))
+	require.NoError(t, e.rcv.Shutdown(context.Background()))
+	select {
+	case <-r.closed:
+	default:
+		t.Fatal("the runner was not closed at Shutdown")
+	}
 }
