@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
 // Policy action names (config values). Node actions are actuator.Action
@@ -66,6 +68,13 @@ type Rule struct {
 	// ReturnToService lets a resolved record release the node after the
 	// verification window (never for the hold-for-human faults).
 	ReturnToService bool `mapstructure:"return_to_service"`
+	// Repair is the repair ladder, mildest first (gpu_reset, reboot): with
+	// the exporter's repair loop on, a node quarantined for the fault is
+	// repaired, verified and returned only once verification passes; past
+	// the ladder it waits for a human (RMA review). Empty: no repair.
+	Repair []string `mapstructure:"repair"`
+	// Verify is the check before a repaired node returns (repair.go).
+	Verify Verify `mapstructure:"verify"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -96,6 +105,10 @@ var (
 // DefaultRules is the shipped policy (README.md explains each line).
 func DefaultRules() []Rule {
 	quarantine := []string{ActionCordon, ActionTaint, ActionCondition, ActionDrain, ActionWebhook}
+	resetThenReboot := []string{string(repair.ActionGPUReset), string(repair.ActionReboot)}
+	reboot := []string{string(repair.ActionReboot)}
+	memory := Verify{DiagLevel: 2}
+	links := Verify{DiagLevel: 1, LinksSteady: 5 * time.Minute}
 	return []Rule{
 		{Name: "xid_app_restart", Types: []string{string(fault.TypeGPUXID)}, XIDs: []int{13, 31},
 			Actions: []string{ActionWebhook}, Request: RequestRestartApp},
@@ -103,12 +116,20 @@ func DefaultRules() []Rule {
 			Actions: []string{ActionWebhook}, Request: RequestHumanApproval},
 		{Name: "app_restart", FaultActions: []string{string(fault.ActionRestartApp)},
 			Actions: []string{ActionWebhook}, Request: RequestRestartApp},
-		{Name: "p1_hardware", Severities: []string{"P1"},
-			Types: []string{string(fault.TypeGPUMemoryDBE), string(fault.TypeGPUFellOffBus),
-				string(fault.TypeNVLinkDegraded), string(fault.TypeGPUUnresponsive)},
-			Actions: quarantine, ReturnToService: true},
-		{Name: "p1_xid_ecc", Severities: []string{"P1"}, Types: []string{string(fault.TypeGPUXID)}, XIDs: []int{94, 95},
-			Actions: quarantine, ReturnToService: true},
+		{Name: "p1_fell_off_bus", Severities: []string{"P1"}, Types: []string{string(fault.TypeGPUFellOffBus)},
+			Actions: quarantine, ReturnToService: true, Repair: reboot},
+		{Name: "p1_nvlink", Severities: []string{"P1"}, Types: []string{string(fault.TypeNVLinkDegraded)},
+			Actions: quarantine, ReturnToService: true, Repair: resetThenReboot, Verify: links},
+		{Name: "p1_ib", Severities: []string{"P1"}, Types: []string{string(fault.TypeIBLinkFlap)},
+			Actions: quarantine, ReturnToService: true, Repair: reboot, Verify: links},
+		{Name: "p1_unresponsive", Severities: []string{"P1"}, Types: []string{string(fault.TypeGPUUnresponsive)},
+			Actions: quarantine, ReturnToService: true, Repair: resetThenReboot},
+		{Name: "p1_hardware", Severities: []string{"P1"}, Types: []string{string(fault.TypeGPUMemoryDBE)},
+			Actions: quarantine, ReturnToService: true, Repair: resetThenReboot, Verify: memory},
+		{Name: "p1_xid_ecc", Severities: []string{"P1"}, Types: []string{string(fault.TypeGPUXID)}, XIDs: []int{48, 94, 95},
+			Actions: quarantine, ReturnToService: true, Repair: resetThenReboot, Verify: memory},
+		{Name: "p1_xid_fell_off_bus", Severities: []string{"P1"}, Types: []string{string(fault.TypeGPUXID)}, XIDs: []int{79},
+			Actions: quarantine, ReturnToService: true, Repair: reboot},
 		{Name: "p1_other", Severities: []string{"P1"}, Actions: []string{ActionWebhook}},
 		{Name: "p2", Severities: []string{"P2"},
 			Actions: []string{ActionTaint, ActionCondition, ActionWebhook}, ReturnToService: true},
@@ -178,6 +199,7 @@ func (r Rule) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("unknown request %q (want notify, restart_app or human_approval)", r.Request))
 	}
+	errs = append(errs, validateRepair(r.Repair), r.Verify.validate())
 	return errors.Join(errs...)
 }
 
@@ -196,6 +218,10 @@ type Decision struct {
 	// HoldReason is set when the fault waits for a human before the node
 	// returns to service; ReturnToService is then false.
 	HoldReason string
+	// Repair is the rule's repair ladder (empty: none); Checks are the
+	// verification's checks (always at least the DCGM diagnostic).
+	Repair []repair.Action
+	Checks []repair.CheckSpec
 }
 
 // Policy is a compiled Config. Safe for concurrent use (read only).
@@ -235,6 +261,10 @@ func (p *Policy) Decide(r fault.Record) Decision {
 			d.Request = RequestNotify
 		}
 		d.ReturnToService = rule.ReturnToService
+		for _, a := range rule.Repair {
+			d.Repair = append(d.Repair, repair.Action(a))
+		}
+		d.Checks = rule.Verify.Checks()
 		for _, a := range rule.Actions {
 			switch a {
 			case ActionWebhook:
