@@ -21,6 +21,8 @@ type Holding struct {
 	Since time.Time
 	// ReleasePending: every fault resolved, the verification window runs.
 	ReleasePending bool
+	// Repair is the node's repair loop; nil: none.
+	Repair *Loop
 }
 
 // Holdings lists the nodes the exporter holds, by name.
@@ -54,6 +56,10 @@ func (s *State) holding(name string, n *nodeState) Holding {
 	h := Holding{Node: name, FaultIDs: sortedKeys(n.ourFaults), Actions: slices.Clone(n.actions), Since: n.since,
 		ReleasePending: n.releasePending}
 	h.Reason = s.holdReason(h.FaultIDs, n)
+	if n.repair != nil {
+		l := n.repair.copy()
+		h.Repair = &l
+	}
 	return h
 }
 
@@ -63,6 +69,9 @@ func (s *State) holding(name string, n *nodeState) Holding {
 func (s *State) holdReason(ids []string, n *nodeState) string {
 	if n.hold != "" {
 		return "waits for a human: " + n.hold
+	}
+	if n.repair != nil {
+		return "repair loop, " + string(n.repair.Step) + ": returns to service once repaired and verified"
 	}
 	for _, id := range ids {
 		if fs := s.faults[id]; fs == nil || !fs.release {

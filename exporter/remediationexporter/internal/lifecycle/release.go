@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
 // Release is a node's return to service.
@@ -74,6 +75,10 @@ func (s *State) decideRelease(name string, n *nodeState) ReleaseDecision {
 		return ReleaseDecision{}
 	}
 	d := ReleaseDecision{Release: Release{Node: name, Actions: slices.Clone(n.actions)}}
+	if n.repair != nil && n.repair.Step != repair.StepRMA {
+		d.Skip, d.Rail = "in the repair loop ("+string(n.repair.Step)+"): returns to service once repaired and verified", RailRepair
+		return d
+	}
 	if n.hold != "" {
 		d.Skip, d.Rail = "waits for a human: "+n.hold, RailHold
 		return d
@@ -150,6 +155,7 @@ func (s *State) Released(node string, at time.Time) {
 	n.actions = nil
 	n.releaseFaults = nil
 	n.since = time.Time{}
+	n.repair = nil
 	n.lastRelease = at
 }
 

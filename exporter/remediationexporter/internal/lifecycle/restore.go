@@ -39,8 +39,8 @@ func (s *State) RestoreResolved(id, node string, at time.Time) {
 }
 
 // HoldQuarantined keeps every node still quarantined after a replay for a
-// human, with reason (unless it already waits for one), and returns how
-// many there are. The audit does not say whether the policy allowed their
+// human, with reason (unless it already waits for one, or its repair loop
+// resumes), and returns how many there are. The audit does not say whether the policy allowed their
 // return to service, nor which other faults were open on them.
 func (s *State) HoldQuarantined(reason string) (held int) {
 	for _, n := range s.nodes {
@@ -48,6 +48,9 @@ func (s *State) HoldQuarantined(reason string) (held int) {
 			continue
 		}
 		held++
+		if n.repair != nil {
+			continue // its repair loop resumes (or, in rma, holds it already)
+		}
 		if n.hold == "" {
 			n.hold = reason
 		}

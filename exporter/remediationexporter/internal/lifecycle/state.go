@@ -41,6 +41,8 @@ type nodeState struct {
 	// since: when the exporter took the node (the record that made its
 	// first fault of ours; zero once released).
 	since time.Time
+	// repair is the node's repair loop (repair.go); nil: none.
+	repair *Loop
 }
 
 // State is the exporter's memory of faults and nodes. Not safe for
