@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
 // Decisions.
@@ -31,7 +32,7 @@ type Entry struct {
 	Time      time.Time `json:"time"`
 	Decision  string    `json:"decision"`
 	Reason    string    `json:"reason,omitempty"`
-	Step      string    `json:"step"` // quarantine, release, webhook, record, breaker, acknowledge
+	Step      string    `json:"step"` // quarantine, release, webhook, record, breaker, acknowledge, repair
 	FaultID   string    `json:"fault.id,omitempty"`
 	FaultType string    `json:"fault.type,omitempty"`
 	State     string    `json:"fault.state,omitempty"`
@@ -59,6 +60,18 @@ type Entry struct {
 	// address as it saw it (OperatorRemote is then the standby's).
 	OperatorVia          string `json:"operator.via,omitempty"`
 	OperatorForwardedFor string `json:"operator.forwarded_for,omitempty"`
+	// The repair loop's entries (step repair): the lifecycle step the node
+	// entered (repair.Step), the repair action and attempt of the loop, the
+	// ladder and checks it runs (on the entry that starts the loop), a
+	// reference to resume it (the boot id before a reboot), and a
+	// verification's results.
+	LifecycleStep string               `json:"lifecycle.step,omitempty"`
+	RepairAction  string               `json:"repair.action,omitempty"`
+	RepairAttempt int                  `json:"repair.attempt,omitempty"`
+	RepairLadder  []string             `json:"repair.ladder,omitempty"`
+	RepairChecks  []repair.CheckSpec   `json:"repair.checks,omitempty"`
+	RepairRef     string               `json:"repair.ref,omitempty"`
+	Verification  []repair.CheckResult `json:"verification,omitempty"`
 }
 
 // Log writes entries. Safe for concurrent use.
@@ -130,6 +143,13 @@ func (l *Log) Record(e Entry) error {
 	if e.Operator != "" || e.OperatorRemote != "" {
 		fields = append(fields, zap.String("operator", e.Operator), zap.String("operator.remote", e.OperatorRemote),
 			zap.String("operator.reason", e.OperatorReason))
+	}
+	if e.LifecycleStep != "" {
+		fields = append(fields, zap.String("lifecycle.step", e.LifecycleStep), zap.String("repair.action", e.RepairAction),
+			zap.Int("repair.attempt", e.RepairAttempt))
+	}
+	if len(e.Verification) > 0 {
+		fields = append(fields, zap.Any("verification", e.Verification))
 	}
 	if e.OperatorVia != "" {
 		fields = append(fields, zap.String("operator.via", e.OperatorVia), zap.String("operator.forwarded_for", e.OperatorForwardedFor))

@@ -80,6 +80,13 @@ type TelemetryBuilder struct {
 	// quarantinecap.go.
 	RemediationQuarantineCapRefusals metric.Int64Counter
 	RemediationQuarantineCapWaiting  metric.Int64Gauge
+	// The repair loop's (repair.go): time per step, time to recovery,
+	// nodes per step, repairs by action and outcome, step timeouts.
+	RemediationLifecycleStepSeconds  metric.Float64Histogram
+	RemediationTimeToRecovery        metric.Float64Histogram
+	RemediationLifecycleNodes        metric.Int64Gauge
+	RemediationRepairs               metric.Int64Counter
+	RemediationLifecycleStepTimeouts metric.Int64Counter
 }
 
 var (
@@ -138,5 +145,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	tb.RemediationPlatformCallDuration, err = settings.MeterProvider.Meter(ScopeName).Float64Histogram(callDuration.Name,
 		metric.WithDescription(callDuration.FullDescription()), metric.WithUnit(callDuration.Unit),
 		metric.WithExplicitBucketBoundaries(PlatformCallBuckets...))
-	return tb, errors.Join(b.Err(), err)
+	errRepair := repairInstruments(b, settings.MeterProvider.Meter(ScopeName), tb)
+	return tb, errors.Join(b.Err(), err, errRepair)
 }

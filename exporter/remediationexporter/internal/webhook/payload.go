@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
 // Payload is the JSON body of every webhook request (README.md shows one).
@@ -17,6 +18,47 @@ type Payload struct {
 	Decision Decision `json:"decision"`
 	// SentAt is when the exporter built the request (RFC 3339).
 	SentAt string `json:"sent_at"`
+	// EvidenceBundle goes with the repair loop's RMA review request
+	// (human_approval after every repair failed); absent otherwise.
+	EvidenceBundle *EvidenceBundle `json:"evidence_bundle,omitempty"`
+}
+
+// EvidenceBundle is what a human reviewing an RMA needs: the node's fault
+// records, the last hardware readings they carry as evidence, the XID
+// history, the verification's results and every step of the repair loop
+// with its time.
+type EvidenceBundle struct {
+	Node     string   `json:"node"`
+	FaultIDs []string `json:"fault_ids"`
+	// Faults are the records of the node's faults this exporter still has
+	// (a restart keeps only their ids).
+	Faults []Fault `json:"faults"`
+	// Readings are the last hardware readings (DCGM, ib) of the records'
+	// evidence, one per signal and GPU, newest first.
+	Readings     []Evidence       `json:"dcgm_readings"`
+	XIDHistory   []XIDEvent       `json:"xid_history"`
+	Verification []CheckResult    `json:"verification"`
+	Steps        []LifecycleEvent `json:"steps"`
+}
+
+// XIDEvent is one XID a fault record reported.
+type XIDEvent struct {
+	XID     int    `json:"gpu.xid"`
+	Time    string `json:"time"`
+	FaultID string `json:"fault.id,omitempty"`
+	GPUUUID string `json:"gpu.uuid,omitempty"`
+}
+
+// CheckResult is one verification check's outcome (internal/repair's).
+type CheckResult = repair.CheckResult
+
+// LifecycleEvent is one step of the repair loop.
+type LifecycleEvent struct {
+	Step    string `json:"step"`
+	At      string `json:"at"`
+	Action  string `json:"repair.action,omitempty"`
+	Attempt int    `json:"repair.attempt,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Decision is what the exporter did about the record.
@@ -32,6 +74,9 @@ type Decision struct {
 	Reason   string   `json:"reason,omitempty"`
 	Rule     string   `json:"rule,omitempty"`
 	DryRun   bool     `json:"dry_run"`
+	// Attempt is a repair request's place in the node's repair ladder (1
+	// for the first; request reboot or gpu_reset); absent otherwise.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Fault is the fault record's fields (docs/fault-record.md), named after
