@@ -68,6 +68,8 @@ type Config struct {
 	// fault), each through the same rails and audit as its own decisions.
 	// Empty: none.
 	Console string `mapstructure:"console"`
+	// Repair is the repair loop (repairconfig.go); off by default.
+	Repair RepairConfig `mapstructure:"repair"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -230,6 +232,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Backoff.Max < cfg.Backoff.Initial {
 		errs = append(errs, errors.New("backoff.max must be at least backoff.initial"))
+	}
+	if err := cfg.Repair.validate(cfg.DryRun); err != nil {
+		errs = append(errs, fmt.Errorf("repair: %w", err))
 	}
 	if _, err := cfg.consoleID(); err != nil {
 		errs = append(errs, err)

@@ -72,7 +72,7 @@ func (c *consoleController) Quarantined(ctx context.Context) ([]console.Quaranti
 		out = make([]console.QuarantinedNode, len(hs))
 		for i, h := range hs {
 			out[i] = console.QuarantinedNode{Node: h.Node, FaultIDs: h.FaultIDs, Actions: actionNames(h.Actions),
-				Reason: h.Reason, Since: h.Since, ReleasePending: h.ReleasePending}
+				Reason: h.Reason, Since: h.Since, ReleasePending: h.ReleasePending, Lifecycle: lifecycleView(h.Repair)}
 		}
 		return nil
 	})

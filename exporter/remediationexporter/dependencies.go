@@ -32,6 +32,9 @@ type dependencies struct {
 	// name in it.
 	decisions *decisionlog.Log
 	replica   string
+	// agent reaches the node agents' repair API (repair.go); nil: none
+	// (the loop then cannot verify, and waits into its timeouts).
+	agent nodeAgent
 	// kafkaHost gives the decision log's SASL OAUTHBEARER its token
 	// extension at Start (nil: no decision log).
 	kafkaHost *kafkaclient.Host

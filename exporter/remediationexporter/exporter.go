@@ -100,6 +100,13 @@ type remediationExporter struct {
 	// restored: the faults of earlier lives read from the audit file, for
 	// the console; nil once shown (console_restore.go).
 	restored *restoredFaults
+	// The repair loop (repair.go): the node agents (nil: none), the
+	// repair breaker, the tick (nil: not running) and the records of each
+	// node's faults for its evidence bundle.
+	agent         nodeAgent
+	repairs       *repairBudget
+	repairWatch   *releaseTimer
+	repairRecords map[string][]fault.Record
 }
 
 func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps dependencies) (*remediationExporter, error) {
@@ -127,6 +134,9 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		replica:       deps.replica,
 		unpublished:   map[string]*unpublished{},
 		recentFaults:  newFIFOIndex[recentFault](maxRecentFaults),
+		agent:         deps.agent,
+		repairs:       &repairBudget{max: cfg.Repair.Breaker.MaxRepairs, window: cfg.Repair.Breaker.Window},
+		repairRecords: map[string][]fault.Record{},
 	}
 	e.controller = &consoleController{e: e}
 	if e.leader == nil {
@@ -198,6 +208,10 @@ func (e *remediationExporter) Start(_ context.Context, host component.Host) erro
 	e.audit = a
 	e.console = cons
 	e.showRestored()
+	if e.repairOn() {
+		e.recordLifecycleNodes()
+		e.scheduleRepairTick()
+	}
 	e.mu.Unlock()
 	if cons != nil {
 		cons.Attach(e.controller)
@@ -274,6 +288,7 @@ func (e *remediationExporter) Shutdown(ctx context.Context) error {
 		e.breakerWatch = nil
 	}
 	e.stopCapWatch()
+	e.stopRepairTicks()
 	if e.audit != nil {
 		err = errors.Join(err, e.audit.Close())
 	}
@@ -401,6 +416,12 @@ func (e *remediationExporter) handle(ctx context.Context, r fault.Record) error 
 	}
 	node := nodeOf(r)
 	d := e.policy.Decide(r)
+	repairs := e.repairOn() && len(d.Repair) > 0
+	if repairs {
+		// Not held for a human for its type: the loop returns the node
+		// only once repaired and verified, else asks a human (rma).
+		d.HoldReason = ""
+	}
 	if e.cfg.Kubernetes.Enabled && e.cfg.Kubernetes.DeviceTaints {
 		// Smallest blast radius first: one GPU, not the node.
 		d.NodeActions = policy.PreferDeviceTaint(d.NodeActions, r)
@@ -422,6 +443,9 @@ func (e *remediationExporter) handle(ctx context.Context, r fault.Record) error 
 	var errs []error
 	outcome, reason, actions, err := e.quarantine(ctx, r, d, node)
 	errs = append(errs, err)
+	if repairs && (outcome == audit.DecisionActed || outcome == audit.DecisionDryRun) {
+		e.startRepair(r, d, node)
+	}
 	if d.Webhook {
 		errs = append(errs, e.notify(ctx, r, d, node, outcome, reason, actions))
 	} else if len(d.NodeActions) == 0 {

@@ -45,6 +45,7 @@ func createDefaultConfig() component.Config {
 		MaxQuarantinedFraction:    0.1,
 		QuarantineCapTripsBreaker: true,
 		Decisions:                 defaultDecisionsConfig(),
+		Repair:                    defaultRepairConfig(),
 	}
 }
 
@@ -68,6 +69,9 @@ func createLogs(_ context.Context, set exporter.Settings, cfg component.Config) 
 		return nil, err
 	}
 	deps := dependencies{platform: platform, leader: leader, id: set.ID, replica: replicaID(set)}
+	if deps.agent, err = newRepairAgent(c, set); err != nil {
+		return nil, err
+	}
 	if c.Decisions.Enabled() {
 		deps.kafkaHost = &kafkaclient.Host{}
 		deps.decisions, err = decisionlog.New(context.Background(), decisionlog.Options{

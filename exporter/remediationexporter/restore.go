@@ -73,6 +73,8 @@ func (e *remediationExporter) restore(entry audit.Entry) {
 		e.state.RestoreWebhook(entry.FaultID, entry.Node, fault.Severity(entry.Severity), entry.Time)
 	case entry.Step == stepBreaker:
 		e.restoreBreakerEvent(entry)
+	case entry.Step == stepRepair && done && entry.Node != "" && entry.LifecycleStep != "":
+		e.restoreRepair(entry)
 	case entry.Step == stepRelease && entry.Node != "" &&
 		(done || (entry.Decision == audit.DecisionSkipped && entry.Outcome != "")):
 		// Returned to service, or no longer ours (a human took over).
