@@ -233,9 +233,7 @@ func (cfg *Config) Validate() error {
 	if cfg.Backoff.Max < cfg.Backoff.Initial {
 		errs = append(errs, errors.New("backoff.max must be at least backoff.initial"))
 	}
-	if err := cfg.Repair.validate(cfg.DryRun); err != nil {
-		errs = append(errs, fmt.Errorf("repair: %w", err))
-	}
+	errs = append(errs, cfg.Repair.validate(cfg.DryRun))
 	if _, err := cfg.consoleID(); err != nil {
 		errs = append(errs, err)
 	}

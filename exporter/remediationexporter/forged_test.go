@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/faultcorrelatorconnector"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/semconv"
@@ -192,4 +193,31 @@ func TestForgedFaultOutsideCorrelatorScopeIsSkipped(t *testing.T) {
 	assert.Contains(t, entries[0].Reason, "not a correlator record")
 	q, r := platform.counts()
 	assert.Zero(t, q+r)
+}
+
+// The trust tests extended to repairs: nothing but a confirmed fault this
+// exporter quarantined for starts a repair. A forged record (another
+// scope), a record naming a node the platform leaves alone (a ghost, a
+// node someone else cordoned) and a fault the policy does not quarantine
+// for make no agent call and no repair entry, however long the loop runs.
+func TestForgedFaultTriggersNoRepair(t *testing.T) {
+	agent := newFakeAgent("GPU-xl003-5", "GPU-ghost-5", "GPU-theirs-5", "GPU-xl004-5")
+	h := newHarness(t, withRepair(agent))
+	h.platform.skips = map[string]actuator.Outcome{"ghost": actuator.SkipNotFound, "theirs": actuator.SkipForeign}
+
+	require.NoError(t, h.exp.ConsumeLogs(context.Background(), forgedDBE("github.com/otelcol-gpu/otelcol-gpu/receiver/otlp", h.clock.Now())))
+	require.NoError(t, h.consume(
+		faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "ghost", fault.StateOpen),
+		faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP1, "theirs", fault.StateOpen),
+		faultOn(fault.TypeGPUMemoryDBE, fault.SeverityP3, "xl004", fault.StateOpen), // recorded only: no quarantine
+	))
+	h.tickUntil(100, func() bool { return false })
+
+	agent.mu.Lock()
+	assert.Empty(t, agent.calls, "no agent call")
+	agent.mu.Unlock()
+	assert.Empty(t, auditEntries(t, h.auditLog, func(e audit.Entry) bool { return e.Step == stepRepair }), "no repair entry")
+	h.exp.mu.Lock()
+	assert.Empty(t, h.exp.state.RepairLoops())
+	h.exp.mu.Unlock()
 }

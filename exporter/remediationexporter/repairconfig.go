@@ -67,7 +67,7 @@ func defaultRepairConfig() RepairConfig {
 	}
 }
 
-// validate checks the section; Config.Validate prefixes "repair.".
+// validate checks the section; every error names its key (repair.*).
 func (rc *RepairConfig) validate(dryRun bool) error {
 	if !rc.Enabled {
 		return nil
@@ -75,7 +75,7 @@ func (rc *RepairConfig) validate(dryRun bool) error {
 	var errs []error
 	positive := func(key string, d time.Duration) {
 		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s %v: must be positive", key, d))
+			errs = append(errs, fmt.Errorf("repair.%s %v: must be positive", key, d))
 		}
 	}
 	positive("poll_interval", rc.PollInterval)
@@ -85,13 +85,13 @@ func (rc *RepairConfig) validate(dryRun bool) error {
 	positive("step_timeouts.verify", rc.StepTimeouts.Verify)
 	positive("breaker.window", rc.Breaker.Window)
 	if rc.Breaker.MaxRepairs < 1 {
-		errs = append(errs, fmt.Errorf("breaker.max_repairs %d: must be at least 1", rc.Breaker.MaxRepairs))
+		errs = append(errs, fmt.Errorf("repair.breaker.max_repairs %d: must be at least 1", rc.Breaker.MaxRepairs))
 	}
 	if !strings.HasPrefix(rc.Agent.Endpoint, "https://") || !strings.Contains(rc.Agent.Endpoint, "{node}") {
-		errs = append(errs, fmt.Errorf("agent.endpoint %q: want an https:// URL with {node} in it", rc.Agent.Endpoint))
+		errs = append(errs, fmt.Errorf("repair.agent.endpoint %q: want an https:// URL with {node} in it", rc.Agent.Endpoint))
 	}
 	if rc.Agent.PrivateKeyFile == "" && !dryRun {
-		errs = append(errs, errors.New("agent.private_key_file: required to sign repair requests (or dry_run: true)"))
+		errs = append(errs, errors.New("repair.agent.private_key_file: required to sign repair requests (or dry_run: true)"))
 	}
 	return errors.Join(errs...)
 }

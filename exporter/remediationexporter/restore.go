@@ -73,7 +73,8 @@ func (e *remediationExporter) restore(entry audit.Entry) {
 		e.state.RestoreWebhook(entry.FaultID, entry.Node, fault.Severity(entry.Severity), entry.Time)
 	case entry.Step == stepBreaker:
 		e.restoreBreakerEvent(entry)
-	case entry.Step == stepRepair && done && entry.Node != "" && entry.LifecycleStep != "":
+	case entry.Step == stepRepair && done && entry.Node != "" && entry.LifecycleStep != "" && e.repairOn():
+		// With the loop off now, its nodes are held for a human instead.
 		e.restoreRepair(entry)
 	case entry.Step == stepRelease && entry.Node != "" &&
 		(done || (entry.Decision == audit.DecisionSkipped && entry.Outcome != "")):
