@@ -221,9 +221,6 @@ func (e *remediationExporter) advance(ctx context.Context, l lifecycle.Loop, to 
 	}
 	e.observeStep(ctx, left, spent)
 	nl, _ := e.state.RepairLoop(l.Node)
-	if to == repair.StepReleased {
-		nl = l
-	}
 	entry := e.repairEntry(nl, to)
 	entry.Decision, entry.Reason = e.repairDecision(), reason
 	if mod != nil {

@@ -42,7 +42,7 @@ func dbeWithEvidence(node string) fault.Record {
 // in the audit with its time, and timed in the telemetry.
 func TestRepairLoopResetVerifyRelease(t *testing.T) {
 	agent := newFakeAgent("GPU-xl003-5", "GPU-xl003-6")
-	h := newHarness(t, withRepair(agent))
+	h := newHarness(t, withRepair(agent), withConsole)
 	dbe := dbeWithEvidence("xl003")
 	require.NoError(t, h.consume(dbe))
 	q, _ := h.platform.counts()
@@ -68,6 +68,12 @@ func TestRepairLoopResetVerifyRelease(t *testing.T) {
 	require.Len(t, verified[0].Verification, 1, "the verification's result is a record on the fault")
 	assert.True(t, verified[0].Verification[0].Passed)
 	assert.Equal(t, dbe.ID, verified[0].FaultID)
+	// And on the fault in the console.
+	h.console.mu.Lock()
+	shown := h.console.faults[len(h.console.faults)-1]
+	h.console.mu.Unlock()
+	assert.Equal(t, dbe.ID, shown.ID)
+	assert.Contains(t, shown.Reason, "verification passed: dcgm_diag passed")
 	released := h.auditFor(stepRelease, audit.DecisionActed)
 	require.Len(t, released, 1)
 	assert.Contains(t, released[0].Reason, "uncordoned")

@@ -3,6 +3,7 @@ package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/export
 import (
 	"slices"
 
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
 )
@@ -18,4 +19,22 @@ func lifecycleView(l *lifecycle.Loop) *console.Lifecycle {
 		v.History[i] = console.LifecycleEvent{Step: ev.Step, At: ev.At, Detail: ev.Detail, Action: ev.Action, Attempt: ev.Attempt}
 	}
 	return v
+}
+
+// showVerification records a verification's outcome (entry, its audit
+// entry) on the fault in the console, as a decision about its record.
+// Callers hold e.mu.
+func (e *remediationExporter) showVerification(l lifecycle.Loop, entry audit.Entry) {
+	if e.console == nil {
+		return
+	}
+	for _, r := range e.repairRecords[l.Node] {
+		if r.ID == l.FaultID {
+			if entry.Time.IsZero() {
+				entry.Time = e.clock.Now().UTC()
+			}
+			e.recordToConsole(r, []audit.Entry{entry})
+			return
+		}
+	}
 }

@@ -340,8 +340,11 @@ func (e *remediationExporter) pollVerify(ctx context.Context, l lifecycle.Loop) 
 	case job.State == repair.JobPassed:
 		e.state.SetVerification(l.Node, job.Results)
 		e.countRepair(ctx, actionVerify, outcomePassed)
-		return e.advance(ctx, l, repair.StepVerified, "verification passed: "+describeResults(job.Results),
-			func(en *audit.Entry) { en.Verification = job.Results })
+		var shown audit.Entry
+		moved := e.advance(ctx, l, repair.StepVerified, "verification passed: "+describeResults(job.Results),
+			func(en *audit.Entry) { en.Verification, shown = job.Results, *en })
+		e.showVerification(l, shown)
+		return moved
 	case job.State.Final():
 		return e.verifyFailed(ctx, l, job)
 	}
@@ -357,6 +360,7 @@ func (e *remediationExporter) verifyFailed(ctx context.Context, l lifecycle.Loop
 	entry.Decision, entry.Reason, entry.Verification = audit.DecisionFailed,
 		"verification "+string(job.State)+": "+nonEmpty(describeResults(job.Results), job.Detail), job.Results
 	e.record(entry)
+	e.showVerification(l, entry)
 	l, _ = e.state.RepairLoop(l.Node)
 	return e.escalate(ctx, l, "verification "+string(job.State))
 }

@@ -236,6 +236,18 @@ func (s *State) RestoreRepair(node string, plan RepairPlan, step repair.Step, ac
 	if len(results) > 0 {
 		l.Results = slices.Clone(results)
 	}
+	if step == repair.StepRMA && l.Step == repair.StepRMA {
+		return // the RMA request's own entry (ref kept above)
+	}
+	if step == repair.StepOnset || step == repair.StepRecorded {
+		// Before the quarantine: history only. A loop whose quarantined
+		// entry was lost (a crash between the lines) is where it starts.
+		l.History = bounded(append(l.History, StepEvent{Step: step, At: at, Detail: detail, Action: l.Action, Attempt: l.Attempt}), MaxRepairHistory)
+		if l.Step == "" {
+			l.Step, l.Since = repair.StepQuarantined, at
+		}
+		return
+	}
 	l.enter(step, at, detail)
 	switch step {
 	case repair.StepReleased:

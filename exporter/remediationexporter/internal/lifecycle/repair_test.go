@@ -95,6 +95,19 @@ func TestRepairLoopDrainTimeoutAndJoin(t *testing.T) {
 	assert.Equal(t, repair.ActionReboot, l.Action)
 }
 
+// A loop whose quarantined entry was lost resumes in quarantined.
+func TestRepairLoopRestoreWithoutQuarantinedEntry(t *testing.T) {
+	s := New(cooldown)
+	s.RestoreQuarantine("f1", "n1", nil, true, t0)
+	s.RestoreRepair("n1", repairPlan("f1"), repair.StepOnset, repair.ActionGPUReset, 1, "", nil, t0.Add(-time.Minute), "")
+	s.RestoreRepair("n1", repairPlan("f1"), repair.StepRecorded, repair.ActionGPUReset, 1, "", nil, t0, "")
+	l, ok := s.RepairLoop("n1")
+	require.True(t, ok)
+	assert.Equal(t, repair.StepQuarantined, l.Step)
+	_, _, ok = s.AdvanceRepair("n1", repair.StepDrained, t0.Add(time.Minute), "")
+	assert.True(t, ok)
+}
+
 // History and faults are bounded.
 func TestRepairLoopBounded(t *testing.T) {
 	s := New(cooldown)
@@ -140,6 +153,11 @@ func TestRepairLoopRestore(t *testing.T) {
 	assert.Contains(t, h2.Reason, "restart")
 
 	s.RestoreRepair("n1", RepairPlan{FaultID: "f1"}, repair.StepRMA, repair.ActionRMA, 2, "", nil, t0.Add(2*time.Hour), "")
+	s.RestoreRepair("n1", RepairPlan{FaultID: "f1"}, repair.StepRMA, repair.ActionRMA, 2, "rma_requested", nil, t0.Add(2*time.Hour), "")
+	l, _ = s.RepairLoop("n1")
+	assert.Equal(t, "rma_requested", l.Ref)
+	assert.Equal(t, repair.StepRMA, l.History[len(l.History)-1].Step)
+	assert.NotEqual(t, repair.StepRMA, l.History[len(l.History)-2].Step, "the request's entry adds no step")
 	h1, _ = s.Holding("n1")
 	assert.Contains(t, h1.Reason, "RMA review")
 	s.RestoreRelease("n1", t0.Add(3*time.Hour))
