@@ -39,11 +39,12 @@ type nodeAgent interface {
 	Job(ctx context.Context, node, id string) (repair.Job, error)
 }
 
-// NewRepairAgent builds the agent client from repair.agent (endpoint
-// template, private key file). The lead wires internal/repair's signing
-// client here; nil: none built in, so createLogs refuses repair.enabled
-// unless dry_run (a loop that cannot verify would only ever end in rma).
-var NewRepairAgent func(cfg RepairAgentConfig, set exporter.Settings) (nodeAgent, error)
+// newAgentClient builds the agent client from repair.agent (endpoint
+// template, private key file). internal/repair's signing client is wired
+// here (its NodeStatus, StartGPUReset, StartVerify and Job are nodeAgent);
+// nil: none built in, so createLogs refuses repair.enabled unless dry_run
+// (a loop that cannot verify would only ever end in rma).
+var newAgentClient func(cfg RepairAgentConfig, set exporter.Settings) (nodeAgent, error)
 
 // newRepairAgent is the factory's agent for c (nil with the loop off, or
 // in a dry run without a client built in).
@@ -51,13 +52,13 @@ func newRepairAgent(c *Config, set exporter.Settings) (nodeAgent, error) {
 	if !c.Repair.Enabled {
 		return nil, nil
 	}
-	if NewRepairAgent == nil {
+	if newAgentClient == nil {
 		if c.DryRun {
 			return nil, nil
 		}
 		return nil, errors.New("remediationexporter: repair.enabled: no repair agent client is built into this collector (dry_run: true shows the loop)")
 	}
-	a, err := NewRepairAgent(c.Repair.Agent, set)
+	a, err := newAgentClient(c.Repair.Agent, set)
 	if err != nil {
 		return nil, fmt.Errorf("remediationexporter: repair.agent: %w", err)
 	}

@@ -50,7 +50,7 @@ func TestRepairConfigValidateNamesKeys(t *testing.T) {
 }
 
 // Acting with the loop on needs an agent client; none is built in until
-// internal/repair's is wired (NewRepairAgent): refused at creation, not
+// internal/repair's is wired (newAgentClient): refused at creation, not
 // silently a loop that can only end in rma.
 func TestRepairNeedsAnAgentClient(t *testing.T) {
 	cfg := loadConfig(t, "repair")

@@ -1,0 +1,148 @@
+package remediationexporter
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
+)
+
+// Without a platform that reboots, a reboot goes to the maintenance
+// webhook (signed; request reboot with node, fault and attempt), and the
+// agent's new boot id says it is done.
+func TestRepairLoopRebootThroughMaintenanceWebhook(t *testing.T) {
+	agent := newFakeAgent("GPU-xl003-5")
+	h := newHarness(t, withRepair(agent))
+	bus := faultOn(fault.TypeGPUFellOffBus, fault.SeverityP1, "xl003", fault.StateOpen) // ladder [reboot]
+	require.NoError(t, h.consume(bus))
+
+	posted := func() bool {
+		for _, p := range h.hook.got() {
+			if p.Decision.Request == string(repair.ActionReboot) {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, h.tickUntil(10, posted), "no maintenance request")
+	var got int
+	for i, p := range h.hook.got() {
+		if p.Decision.Request != string(repair.ActionReboot) {
+			continue
+		}
+		got++
+		assert.Equal(t, "maintenance", p.Route)
+		assert.Equal(t, "xl003", p.Decision.Node)
+		assert.Equal(t, 1, p.Decision.Attempt)
+		assert.Equal(t, bus.ID, p.Fault.ID)
+		h.hook.mu.Lock()
+		assert.Equal(t, bus.ID+"/repair/reboot/1", h.hook.deliveries[i])
+		h.hook.mu.Unlock()
+	}
+	assert.Equal(t, 1, got)
+	assert.Zero(t, h.hook.badSigs)
+
+	h.tickUntil(3, func() bool { return false })
+	assert.Equal(t, repair.StepRepairing, h.loopStep("xl003"), "no new boot id yet")
+	agent.reboot()
+	require.True(t, h.tickUntil(10, func() bool { _, r := h.platform.counts(); return r == 1 }), "never released")
+	done := auditEntries(t, h.auditLog, func(e audit.Entry) bool { return e.LifecycleStep == string(repair.StepRepaired) })
+	require.Len(t, done, 1)
+	assert.Contains(t, done[0].Reason, "new boot id")
+	assert.Equal(t, []repair.CheckSpec{{Check: repair.CheckDiag, Level: 1}}, agent.verifies[0].Checks, "level 1 by default")
+}
+
+// Only the replica that acts drives the loop: a standby keeps the state
+// and calls nothing.
+func TestRepairLoopOnlyTheLeaderDrives(t *testing.T) {
+	agent := newFakeAgent("GPU-xl003-5")
+	leader := &flagLeader{leader: true}
+	h := newHarness(t, withRepair(agent), func(_ *Config, d *dependencies) { d.leader = leader })
+	require.NoError(t, h.consume(dbeWithEvidence("xl003")))
+	leader.set(false)
+	h.tickUntil(20, func() bool { return false })
+	assert.Zero(t, agent.count("NodeStatus")+agent.count("StartGPUReset"), "a standby calls no agent")
+	assert.Equal(t, repair.StepQuarantined, h.loopStep("xl003"))
+
+	leader.set(true)
+	require.True(t, h.tickUntil(20, func() bool { _, r := h.platform.counts(); return r == 1 }), "the new leader drives it")
+}
+
+// A platform that no longer holds the node for us (a human took it over)
+// makes the loop end, touching nothing, and the slot goes back.
+func TestRepairLoopEndsWhenTheNodeIsNotOurs(t *testing.T) {
+	agent := newFakeAgent("GPU-xl003-5")
+	plat := &notOursPlatform{repairPlatform: repairPlatform{carries: []repair.Action{repair.ActionReboot}, drained: true}}
+	h := newHarness(t, withRepair(agent), func(c *Config, d *dependencies) {
+		c.Repair.Breaker.MaxRepairs = 1
+		plat.memPlatform = d.platform.(*memPlatform)
+		d.platform = plat
+	})
+	require.NoError(t, h.consume(faultOn(fault.TypeGPUFellOffBus, fault.SeverityP1, "xl003", fault.StateOpen)))
+	require.True(t, h.tickUntil(5, func() bool { return h.loopStep("xl003") == "" }))
+	skipped := auditEntries(t, h.auditLog, func(e audit.Entry) bool {
+		return e.Step == stepRepair && e.Decision == audit.DecisionSkipped && e.Outcome == string(actuator.SkipForeign)
+	})
+	require.Len(t, skipped, 1)
+	_, r := h.platform.counts()
+	assert.Zero(t, r, "no release call: it is not ours")
+	h.exp.mu.Lock()
+	assert.Empty(t, h.exp.repairs.at, "the slot was refunded")
+	_, held := h.exp.state.Holding("xl003")
+	h.exp.mu.Unlock()
+	assert.False(t, held)
+}
+
+type notOursPlatform struct{ repairPlatform }
+
+func (p *notOursPlatform) StartRepair(context.Context, actuator.RepairRequest) (actuator.Result, error) {
+	return actuator.Result{Outcome: actuator.SkipForeign, Detail: "cordoned by someone else"}, nil
+}
+
+// A verification that never finishes runs into its bound and climbs the
+// ladder; a node in rma after a restart is not asked about again.
+func TestRepairLoopVerifyTimeoutThenRestartInRMA(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	agent := newFakeAgent("GPU-xl003-5")
+	agent.holdVerify = true
+	first := newHarness(t, withAuditFile(path), withRepair(agent), func(c *Config, _ *dependencies) { c.Repair.StepTimeouts.Verify = 2 * time.Minute })
+	require.NoError(t, first.consume(faultOn(fault.TypeGPUFellOffBus, fault.SeverityP1, "xl003", fault.StateOpen))) // [reboot]
+	agent.reboot()                                                                                                  // the boot id moves on by itself below
+	require.True(t, first.tickUntil(40, func() bool {
+		agent.reboot()
+		return first.loopStep("xl003") == repair.StepRMA
+	}), "never reached rma")
+	timedOut := auditEntries(t, path, func(e audit.Entry) bool {
+		return e.Step == stepRepair && strings.HasPrefix(e.Reason, "verifying timed out")
+	})
+	require.Len(t, timedOut, 1)
+	rma := func(h *harness) int {
+		n := 0
+		for _, p := range h.hook.got() {
+			if p.EvidenceBundle != nil {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 1, rma(first))
+	require.NoError(t, first.exp.Shutdown(context.Background()))
+
+	second := newHarness(t, withAuditFile(path), withRepair(agent))
+	assert.Equal(t, repair.StepRMA, second.loopStep("xl003"))
+	second.tickUntil(10, func() bool { return false })
+	assert.Zero(t, rma(second), "the RMA request is not sent again")
+	nodes, err := second.exp.controller.Quarantined(context.Background())
+	require.NoError(t, err)
+	require.Len(t, nodes, 1)
+	assert.Contains(t, nodes[0].Reason, "RMA review")
+}
