@@ -98,7 +98,11 @@ func (e *remediationExporter) startRepair(r fault.Record, d policy.Decision, nod
 		return
 	}
 	decision := e.repairDecision()
-	for _, ev := range l.History {
+	for i, ev := range l.History {
+		if i > 0 { // onset → recorded: detection and delivery; recorded → quarantined: the decision
+			prev := l.History[i-1]
+			e.observeStep(context.Background(), prev.Step, ev.At.Sub(prev.At))
+		}
 		entry := e.repairEntry(l, ev.Step)
 		entry.Time, entry.Decision = ev.At.UTC(), decision
 		entry.State, entry.Severity = string(r.State), string(r.Severity)

@@ -140,8 +140,10 @@ type repairPlatform struct {
 	agent   *fakeAgent
 	carries []repair.Action
 	drained bool
-	rmu     sync.Mutex
-	starts  []actuator.RepairRequest
+	// status is RepairStatus's answer ("": pending).
+	status actuator.RepairState
+	rmu    sync.Mutex
+	starts []actuator.RepairRequest
 }
 
 func (p *repairPlatform) Repairs() []repair.Action { return p.carries }
@@ -162,6 +164,9 @@ func (p *repairPlatform) StartRepair(_ context.Context, req actuator.RepairReque
 }
 
 func (p *repairPlatform) RepairStatus(context.Context, actuator.RepairRequest) (actuator.RepairProgress, error) {
+	if p.status != "" {
+		return actuator.RepairProgress{State: p.status, Detail: "janitor says " + string(p.status)}, nil
+	}
 	return actuator.RepairProgress{State: actuator.RepairPending}, nil
 }
 

@@ -146,3 +146,22 @@ func TestRepairLoopVerifyTimeoutThenRestartInRMA(t *testing.T) {
 	require.Len(t, nodes, 1)
 	assert.Contains(t, nodes[0].Reason, "RMA review")
 }
+
+// A platform that carries GPU resets (NVSentinel's GPUReset objects) gets
+// the reset, the GPU still checked idle first; its "done" ends the repair.
+func TestRepairLoopGPUResetThroughThePlatform(t *testing.T) {
+	agent := newFakeAgent("GPU-xl003-5")
+	plat := &repairPlatform{carries: []repair.Action{repair.ActionGPUReset, repair.ActionReboot}, drained: true, status: actuator.RepairDone}
+	h := newHarness(t, withRepair(agent), withRepairPlatform(plat))
+	dbe := dbeWithEvidence("xl003")
+	require.NoError(t, h.consume(dbe))
+	require.True(t, h.tickUntil(10, func() bool { _, r := h.platform.counts(); return r == 1 }), "never released")
+	starts := plat.repairStarts()
+	require.Len(t, starts, 1)
+	assert.Equal(t, actuator.RepairRequest{Node: "xl003", GPUUUID: "GPU-xl003-5", FaultID: dbe.ID, Attempt: 1, FaultType: dbe.IDType(),
+		Action: repair.ActionGPUReset, Reason: "gpu_reset for " + dbe.ID + " (attempt 1)", Requested: starts[0].Requested}, starts[0])
+	assert.False(t, starts[0].Requested.IsZero())
+	assert.Empty(t, agent.resets, "the agent did not reset it")
+	assert.Positive(t, agent.count("NodeStatus"), "the GPU was checked idle")
+	assert.Equal(t, int64(1), h.value(mStepSeconds, "step", "onset"), "detection latency observed")
+}
