@@ -107,6 +107,7 @@ type remediationExporter struct {
 	repairs       *repairBudget
 	repairWatch   *releaseTimer
 	repairRecords map[string][]fault.Record
+	repairNoted   map[string]string // node: the last wait audited (recordWait)
 }
 
 func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps dependencies) (*remediationExporter, error) {
@@ -137,6 +138,7 @@ func newRemediationExporter(cfg *Config, set component.TelemetrySettings, deps d
 		agent:         deps.agent,
 		repairs:       &repairBudget{max: cfg.Repair.Breaker.MaxRepairs, window: cfg.Repair.Breaker.Window},
 		repairRecords: map[string][]fault.Record{},
+		repairNoted:   map[string]string{},
 	}
 	e.controller = &consoleController{e: e}
 	if e.leader == nil {

@@ -194,6 +194,11 @@ func (e *remediationExporter) driveRepairs(ctx context.Context) {
 			delete(e.repairRecords, node) // its loop ended
 		}
 	}
+	for node := range e.repairNoted {
+		if _, ok := e.state.RepairLoop(node); !ok {
+			delete(e.repairNoted, node)
+		}
+	}
 	if len(loops) == 0 || e.notOwner() != nil {
 		return
 	}
@@ -217,7 +222,11 @@ func (e *remediationExporter) driveRepairs(ctx context.Context) {
 // the entry's extra fields) and records the time spent in the step left.
 // It reports whether the loop moved. Callers hold e.mu.
 func (e *remediationExporter) advance(ctx context.Context, l lifecycle.Loop, to repair.Step, reason string, mod func(*audit.Entry)) bool {
-	now := e.clock.Now()
+	return e.advanceAt(ctx, l, to, e.clock.Now(), reason, mod)
+}
+
+// advanceAt is advance at now (a repair's step starts when it was asked).
+func (e *remediationExporter) advanceAt(ctx context.Context, l lifecycle.Loop, to repair.Step, now time.Time, reason string, mod func(*audit.Entry)) bool {
 	left, spent, ok := e.state.AdvanceRepair(l.Node, to, now, reason)
 	if !ok {
 		e.logger.Warn("remediation: repair loop cannot move", zap.String("node", l.Node),
@@ -227,7 +236,7 @@ func (e *remediationExporter) advance(ctx context.Context, l lifecycle.Loop, to 
 	e.observeStep(ctx, left, spent)
 	nl, _ := e.state.RepairLoop(l.Node)
 	entry := e.repairEntry(nl, to)
-	entry.Decision, entry.Reason = e.repairDecision(), reason
+	entry.Time, entry.Decision, entry.Reason = now.UTC(), e.repairDecision(), reason
 	if mod != nil {
 		mod(&entry)
 	}
@@ -393,4 +402,17 @@ func (e *remediationExporter) restoreRepair(entry audit.Entry) {
 	}
 	e.state.RestoreRepair(entry.Node, plan, step, repair.Action(entry.RepairAction), entry.RepairAttempt,
 		entry.RepairRef, entry.Verification, entry.Time, entry.Reason)
+}
+
+// recordWait audits entry, a wait of l's step that moves nothing (a
+// refusal, a failed call), once per step, attempt and reason: a wait
+// repeated every tick until the step's bound would flood the audit.
+// Callers hold e.mu.
+func (e *remediationExporter) recordWait(l lifecycle.Loop, entry audit.Entry) {
+	key := fmt.Sprintf("%s/%d/%s/%s", l.Step, l.Attempt, entry.Decision, entry.Reason)
+	if e.repairNoted[l.Node] == key {
+		return
+	}
+	e.repairNoted[l.Node] = key
+	e.record(entry)
 }

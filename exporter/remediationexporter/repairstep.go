@@ -167,14 +167,14 @@ func (e *remediationExporter) requestRepair(ctx context.Context, l lifecycle.Loo
 	if !e.repairs.admit(now) {
 		entry.Decision, entry.Reason = audit.DecisionSkipped, fmt.Sprintf("repair breaker: %d repairs in the last %s (repair.breaker): %s waits",
 			e.cfg.Repair.Breaker.MaxRepairs, e.cfg.Repair.Breaker.Window, l.Action)
-		e.record(entry)
+		e.recordWait(l, entry)
 		e.countRepair(ctx, l.Action, outcomeRefused)
 		return e.waitOrTimeout(ctx, l, "repair breaker full")
 	}
 	fail := func(decision, why string, outcome string) bool {
 		e.repairs.refund(now)
 		entry.Decision, entry.Reason = decision, why
-		e.record(entry)
+		e.recordWait(l, entry)
 		e.countRepair(ctx, l.Action, outcome)
 		return e.waitOrTimeout(ctx, l, why)
 	}
@@ -217,7 +217,7 @@ func (e *remediationExporter) requestRepair(ctx context.Context, l lifecycle.Loo
 	}
 	e.countRepair(ctx, l.Action, outcomeActed)
 	e.state.SetRepairRef(l.Node, ref)
-	return e.advance(ctx, l, repair.StepRepairing, what+": "+detail, func(en *audit.Entry) { en.RepairRef = ref })
+	return e.advanceAt(ctx, l, repair.StepRepairing, now, what+": "+detail, func(en *audit.Entry) { en.RepairRef = ref })
 }
 
 // repairRequest is l's repair as the platform's Repairer gets it;
@@ -316,7 +316,7 @@ func (e *remediationExporter) requestVerify(ctx context.Context, l lifecycle.Loo
 	if err != nil {
 		entry := e.repairEntry(l, repair.StepVerifying)
 		entry.Decision, entry.Reason = audit.DecisionFailed, "agent verify: "+err.Error()
-		e.record(entry)
+		e.recordWait(l, entry)
 		return e.waitOrTimeout(ctx, l, "agent verify: "+err.Error())
 	}
 	if job.State.Final() && job.State != repair.JobPassed {
