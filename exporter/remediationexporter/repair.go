@@ -2,7 +2,6 @@ package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/export
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -39,24 +38,36 @@ type nodeAgent interface {
 	Job(ctx context.Context, node, id string) (repair.Job, error)
 }
 
-// newAgentClient builds the agent client from repair.agent (endpoint
-// template, private key file). internal/repair's signing client is wired
-// here (its NodeStatus, StartGPUReset, StartVerify and Job are nodeAgent);
-// nil: none built in, so createLogs refuses repair.enabled unless dry_run
-// (a loop that cannot verify would only ever end in rma).
-var newAgentClient func(cfg RepairAgentConfig, set exporter.Settings) (nodeAgent, error)
+// newAgentClient builds the agent client from repair.agent: internal/
+// repair's Client, signing every request with the private key (tests
+// replace it).
+var newAgentClient = newRepairClient
 
-// newRepairAgent is the factory's agent for c (nil with the loop off, or
-// in a dry run without a client built in).
-func newRepairAgent(c *Config, set exporter.Settings) (nodeAgent, error) {
-	if !c.Repair.Enabled {
-		return nil, nil
+func newRepairClient(cfg RepairAgentConfig, _ exporter.Settings) (nodeAgent, error) {
+	key, err := repair.LoadPrivateKey(cfg.PrivateKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("private_key_file: %w", err)
 	}
-	if newAgentClient == nil {
-		if c.DryRun {
-			return nil, nil
-		}
-		return nil, errors.New("remediationexporter: repair.enabled: no repair agent client is built into this collector (dry_run: true shows the loop)")
+	signer, err := repair.NewSigner(key)
+	if err != nil {
+		return nil, fmt.Errorf("private_key_file: %w", err)
+	}
+	tlsCfg, err := cfg.TLS.LoadTLSConfig(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	c, err := repair.NewClient(repair.ClientConfig{URLTemplate: cfg.Endpoint, TLS: tlsCfg, Timeout: repairRequestTimeout}, signer)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	return c, nil
+}
+
+// newRepairAgent is the factory's agent for c: none with the loop off or
+// in a dry run (which calls nothing).
+func newRepairAgent(c *Config, set exporter.Settings) (nodeAgent, error) {
+	if !c.Repair.Enabled || c.DryRun {
+		return nil, nil
 	}
 	a, err := newAgentClient(c.Repair.Agent, set)
 	if err != nil {
@@ -397,6 +408,12 @@ func (e *remediationExporter) restoreRepair(entry audit.Entry) {
 		plan.Ladder = append(plan.Ladder, repair.Action(a))
 	}
 	step := repair.Step(entry.LifecycleStep)
+	if entry.Decision == audit.DecisionFailed {
+		// A failed verification: its results only (the step that
+		// follows has an entry of its own).
+		e.state.SetVerification(entry.Node, false, entry.Verification, entry.Time)
+		return
+	}
 	if step == repair.StepRepairing && !entry.Time.IsZero() {
 		e.repairs.restore(entry.Time) // a request the repair breaker counted
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
@@ -26,6 +27,9 @@ type fakeAgent struct {
 	// rest pass. holdVerify keeps verifications running.
 	verifyFails map[int]bool
 	holdVerify  bool
+	// unconfirmed: Confirm says the node's signals do not show the fault.
+	unconfirmed bool
+	confirms    []repair.ConfirmRequest
 	calls       []string // every call, "NodeStatus", "StartGPUReset", ...
 	resets      []repair.GPUResetRequest
 	verifies    []repair.VerifyRequest
@@ -52,6 +56,37 @@ func (a *fakeAgent) NodeStatus(_ context.Context, node string) (repair.NodeStatu
 		st.GPUs = append(st.GPUs, repair.GPUStatus{UUID: g, Index: i, Busy: busy, Why: why})
 	}
 	return st, nil
+}
+
+func (a *fakeAgent) Confirm(_ context.Context, _ string, req repair.ConfirmRequest) (repair.Confirmation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, "Confirm")
+	a.confirms = append(a.confirms, req)
+	if a.unconfirmed {
+		return repair.Confirmation{Detail: "no ECC error in the node's readings since the onset"}, nil
+	}
+	return repair.Confirmation{Confirmed: true, Detail: "seen", Evidence: []string{"ecc.dbe_volatile +1"}}, nil
+}
+
+// agentWithoutConfirm is an agent client that cannot ask for a
+// confirmation.
+type agentWithoutConfirm struct{ a *fakeAgent }
+
+func (w agentWithoutConfirm) NodeStatus(ctx context.Context, node string) (repair.NodeStatus, error) {
+	return w.a.NodeStatus(ctx, node)
+}
+
+func (w agentWithoutConfirm) StartGPUReset(ctx context.Context, node string, req repair.GPUResetRequest) (repair.Job, error) {
+	return w.a.StartGPUReset(ctx, node, req)
+}
+
+func (w agentWithoutConfirm) StartVerify(ctx context.Context, node string, req repair.VerifyRequest) (repair.Job, error) {
+	return w.a.StartVerify(ctx, node, req)
+}
+
+func (w agentWithoutConfirm) Job(ctx context.Context, node, id string) (repair.Job, error) {
+	return w.a.Job(ctx, node, id)
 }
 
 func (a *fakeAgent) StartGPUReset(_ context.Context, node string, req repair.GPUResetRequest) (repair.Job, error) {
@@ -233,8 +268,8 @@ func repairSteps(t *testing.T, path string) []repair.Step {
 	for _, e := range readAudit(t, path) {
 		if e.Step == stepRepair && (e.Decision == audit.DecisionActed || e.Decision == audit.DecisionDryRun) && e.LifecycleStep != "" {
 			require.False(t, e.Time.IsZero(), "every step has its time: %+v", e)
-			if len(out) > 0 && out[len(out)-1] == repair.Step(e.LifecycleStep) && e.RepairRef == rmaRequested {
-				continue // the RMA request's own entry
+			if e.RepairRef == rmaRequested || e.RepairRef == lifecycle.RefConfirmed {
+				continue // the RMA request's and the confirmation's own entries: no step
 			}
 			out = append(out, repair.Step(e.LifecycleStep))
 		}

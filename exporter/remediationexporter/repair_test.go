@@ -52,6 +52,9 @@ func TestRepairLoopResetVerifyRelease(t *testing.T) {
 	require.True(t, h.tickUntil(20, func() bool { _, r := h.platform.counts(); return r == 1 }), "never released")
 	assert.Empty(t, h.loopStep("xl003"), "the loop ended with the release")
 
+	require.Len(t, agent.confirms, 1, "the node confirmed the fault before the first repair")
+	assert.Equal(t, repair.ConfirmRequest{ID: dbe.ID + "-confirm", Node: "xl003", FaultID: dbe.ID, FaultType: "gpu.memory.dbe", GPUUUID: "GPU-xl003-5",
+		XID: 48, Since: dbe.FirstSeen}, agent.confirms[0])
 	require.Len(t, agent.resets, 1)
 	assert.Equal(t, repair.GPUResetRequest{ID: dbe.ID + "-gpu_reset-1", Node: "xl003", FaultID: dbe.ID, GPUUUID: "GPU-xl003-5"}, agent.resets[0])
 	require.Len(t, agent.verifies, 1)
@@ -164,9 +167,16 @@ func TestRepairLoopEscalatesToRMAWithEvidence(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, nodes, 1)
 	require.NotNil(t, nodes[0].Lifecycle, "the console shows the loop")
-	assert.Equal(t, repair.StepRMA, nodes[0].Lifecycle.Step)
-	assert.Equal(t, repair.ActionRMA, nodes[0].Lifecycle.Action)
-	assert.False(t, nodes[0].Lifecycle.Verification[0].Passed)
+	lc := nodes[0].Lifecycle
+	assert.Equal(t, string(repair.StepRMA), lc.Step)
+	assert.Equal(t, string(repair.ActionRMA), lc.Repair)
+	assert.Equal(t, 2, lc.Attempt)
+	require.Len(t, lc.Verifications, 2, "both verifications, oldest first")
+	assert.False(t, lc.Verifications[0].Passed)
+	assert.Equal(t, "dcgm_diag level 2", lc.Verifications[1].Checks)
+	assert.Contains(t, lc.Verifications[1].Detail, "dcgm_diag failed")
+	assert.Equal(t, "onset", lc.History[0].Step)
+	assert.Equal(t, "rma", lc.History[len(lc.History)-1].Step)
 	assert.Contains(t, nodes[0].Reason, "RMA review")
 	failed := auditEntries(t, h.auditLog, func(e audit.Entry) bool {
 		return e.Step == stepRepair && e.Decision == audit.DecisionFailed && len(e.Verification) > 0
@@ -223,7 +233,7 @@ func TestRepairLoopDryRun(t *testing.T) {
 		return e.Step == stepRepair && e.Decision == audit.DecisionDryRun && strings.HasPrefix(e.Reason, "would ")
 	})
 	require.Len(t, would, 2)
-	assert.Equal(t, "would reset GPU GPU-xl003-5 on xl003 through its agent (attempt 1, fault "+dbe.ID+")", would[0].Reason)
+	assert.Equal(t, "would reset GPU GPU-xl003-5 on xl003 through its agent (attempt 1, fault "+dbe.ID+"), once its agent confirmed the fault", would[0].Reason)
 	assert.Equal(t, "would verify xl003: dcgm_diag level 2", would[1].Reason)
 	rel := h.auditFor(stepRelease, audit.DecisionDryRun)
 	require.Len(t, rel, 1)

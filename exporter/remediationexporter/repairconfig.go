@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/collector/config/configtls"
 )
 
 // RepairConfig is the repair loop (README.md, "Repair loop"): a node
@@ -25,6 +27,12 @@ type RepairConfig struct {
 	Breaker RepairBreakerConfig `mapstructure:"breaker"`
 	// Agent is how the exporter reaches the node agents' repair API.
 	Agent RepairAgentConfig `mapstructure:"agent"`
+	// RequireConfirmation: before the first repair the node's agent must
+	// confirm the fault from its own hardware signals (a fault forged
+	// about the node is not confirmed: nothing is repaired, the node waits
+	// for a human). Default true; an agent client that cannot ask holds
+	// every repair.
+	RequireConfirmation bool `mapstructure:"require_confirmation"`
 }
 
 // StepTimeouts are the bounds of the loop's waits.
@@ -53,9 +61,14 @@ type RepairAgentConfig struct {
 	// Endpoint is the agent's URL, {node} replaced with the node's name.
 	// Default https://{node}:8790.
 	Endpoint string `mapstructure:"endpoint"`
-	// PrivateKeyFile signs every request (the agents hold its public
-	// key). Required with the loop on, unless dry_run.
+	// PrivateKeyFile signs every request: a PEM PKCS#8 Ed25519 key
+	// (openssl genpkey -algorithm ed25519); the agents hold its public key.
+	// Required with the loop on, unless dry_run.
 	PrivateKeyFile string `mapstructure:"private_key_file"`
+	// TLS verifies the agents' certificates (ca_file for a private CA,
+	// server_name_override, a client certificate): the collector's
+	// configtls client settings. Default: the system roots.
+	TLS configtls.ClientConfig `mapstructure:"tls"`
 }
 
 func defaultRepairConfig() RepairConfig {
@@ -64,6 +77,8 @@ func defaultRepairConfig() RepairConfig {
 		StepTimeouts: StepTimeouts{Drain: 4 * time.Hour, Repair: 15 * time.Minute, Reboot: time.Hour, Verify: 2 * time.Hour},
 		Breaker:      RepairBreakerConfig{MaxRepairs: 10, Window: time.Hour},
 		Agent:        RepairAgentConfig{Endpoint: "https://{node}:8790"},
+
+		RequireConfirmation: true,
 	}
 }
 
@@ -87,8 +102,11 @@ func (rc *RepairConfig) validate(dryRun bool) error {
 	if rc.Breaker.MaxRepairs < 1 {
 		errs = append(errs, fmt.Errorf("repair.breaker.max_repairs %d: must be at least 1", rc.Breaker.MaxRepairs))
 	}
-	if !strings.HasPrefix(rc.Agent.Endpoint, "https://") || !strings.Contains(rc.Agent.Endpoint, "{node}") {
-		errs = append(errs, fmt.Errorf("repair.agent.endpoint %q: want an https:// URL with {node} in it", rc.Agent.Endpoint))
+	if !strings.HasPrefix(rc.Agent.Endpoint, "https://") || strings.Count(rc.Agent.Endpoint, "{node}") != 1 {
+		errs = append(errs, fmt.Errorf("repair.agent.endpoint %q: want an https:// URL with {node} in its host once", rc.Agent.Endpoint))
+	}
+	if err := rc.Agent.TLS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("repair.agent.tls: %w", err))
 	}
 	if rc.Agent.PrivateKeyFile == "" && !dryRun {
 		errs = append(errs, errors.New("repair.agent.private_key_file: required to sign repair requests (or dry_run: true)"))

@@ -1,6 +1,11 @@
 package remediationexporter
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
 func TestRepairConfigDefaultsAndLoad(t *testing.T) {
@@ -18,6 +24,7 @@ func TestRepairConfigDefaultsAndLoad(t *testing.T) {
 	assert.Equal(t, StepTimeouts{Drain: 4 * time.Hour, Repair: 15 * time.Minute, Reboot: time.Hour, Verify: 2 * time.Hour}, def.StepTimeouts)
 	assert.Equal(t, RepairBreakerConfig{MaxRepairs: 10, Window: time.Hour}, def.Breaker)
 	assert.Equal(t, "https://{node}:8790", def.Agent.Endpoint)
+	assert.True(t, def.RequireConfirmation, "the node confirms a fault before it is repaired")
 
 	cfg := loadConfig(t, "repair")
 	require.NoError(t, cfg.Validate())
@@ -49,16 +56,27 @@ func TestRepairConfigValidateNamesKeys(t *testing.T) {
 	assert.NoError(t, cfg.Validate(), "a dry run needs no key")
 }
 
-// Acting with the loop on needs an agent client; none is built in until
-// internal/repair's is wired (newAgentClient): refused at creation, not
-// silently a loop that can only end in rma.
-func TestRepairNeedsAnAgentClient(t *testing.T) {
+// Acting with the loop on builds internal/repair's signing client from
+// the key file; a key that cannot be read fails at creation, naming it. A
+// dry run builds none (it calls nothing).
+func TestRepairAgentClientFromConfig(t *testing.T) {
 	cfg := loadConfig(t, "repair")
+	cfg.Repair.Agent.PrivateKeyFile = filepath.Join(t.TempDir(), "missing.key")
 	_, err := NewFactory().CreateLogs(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
-	require.ErrorContains(t, err, "no repair agent client is built into this collector")
+	require.ErrorContains(t, err, "repair.agent: private_key_file")
+
+	_, key, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(cfg.Repair.Agent.PrivateKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+	agent, err := newRepairAgent(cfg, exportertest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	_, ok := agent.(*repair.Client)
+	assert.True(t, ok, "internal/repair's client")
 
 	cfg.DryRun = true
-	exp, err := NewFactory().CreateLogs(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
-	require.NoError(t, err, "a dry run shows the loop without one")
-	require.NotNil(t, exp)
+	agent, err = newRepairAgent(cfg, exportertest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	assert.Nil(t, agent, "a dry run calls no agent")
 }

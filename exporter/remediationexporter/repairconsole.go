@@ -1,22 +1,32 @@
 package remediationexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter"
 
 import (
-	"slices"
-
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
 	"github.com/otelcol-gpu/otelcol-gpu/extension/faultconsoleextension/console"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
 // lifecycleView is a repair loop as the console shows it (nil: none).
+// Repair is the repair in flight or last asked for ("" before the first,
+// as the contract says); the loop's Action is the one it is at.
 func lifecycleView(l *lifecycle.Loop) *console.Lifecycle {
 	if l == nil {
 		return nil
 	}
-	v := &console.Lifecycle{Step: l.Step, Since: l.Since, Action: l.Action, Attempt: l.Attempt, Ladder: slices.Clone(l.Ladder),
-		History: make([]console.LifecycleEvent, len(l.History)), Verification: slices.Clone(l.Results)}
+	v := &console.Lifecycle{Step: string(l.Step), Since: l.Since, History: make([]console.LifecycleStep, len(l.History)),
+		Verifications: make([]console.Verification, len(l.Verifications))}
+	asked := false
 	for i, ev := range l.History {
-		v.History[i] = console.LifecycleEvent{Step: ev.Step, At: ev.At, Detail: ev.Detail, Action: ev.Action, Attempt: ev.Attempt}
+		v.History[i] = console.LifecycleStep{Step: string(ev.Step), At: ev.At, Detail: ev.Detail}
+		asked = asked || ev.Step == repair.StepRepairing || ev.Step == repair.StepRMA
+	}
+	if asked {
+		v.Repair, v.Attempt = string(l.Action), l.Attempt
+	}
+	checks := describeChecks(l.Checks)
+	for i, ver := range l.Verifications {
+		v.Verifications[i] = console.Verification{At: ver.At, Checks: checks, Passed: ver.Passed, Detail: describeResults(ver.Results)}
 	}
 	return v
 }

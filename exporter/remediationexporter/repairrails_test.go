@@ -165,3 +165,38 @@ func TestRepairLoopGPUResetThroughThePlatform(t *testing.T) {
 	assert.Positive(t, agent.count("NodeStatus"), "the GPU was checked idle")
 	assert.Equal(t, int64(1), h.value(mStepSeconds, "step", "onset"), "detection latency observed")
 }
+
+// The node's agent must confirm the fault from its own signals before the
+// first repair: one it does not confirm (signals forged about the node),
+// or an agent client that cannot ask, repairs nothing; the node stays
+// quarantined for a human, with no RMA request.
+func TestRepairLoopUnconfirmedFaultRepairsNothing(t *testing.T) {
+	for name, setup := range map[string]func(*fakeAgent) nodeAgent{
+		"not confirmed":       func(a *fakeAgent) nodeAgent { a.unconfirmed = true; return a },
+		"cannot be confirmed": func(a *fakeAgent) nodeAgent { return agentWithoutConfirm{a} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			agent := newFakeAgent("GPU-xl003-5")
+			h := newHarness(t, withRepair(nil), func(_ *Config, d *dependencies) { d.agent = setup(agent) })
+			require.NoError(t, h.consume(dbeWithEvidence("xl003")))
+			require.True(t, h.tickUntil(10, func() bool { return h.loopStep("xl003") == "" }), "the loop never ended")
+			h.tickUntil(10, func() bool { return false })
+
+			assert.Zero(t, agent.count("StartGPUReset")+agent.count("StartVerify"), "nothing repaired")
+			held := auditEntries(t, h.auditLog, func(e audit.Entry) bool {
+				return e.Step == stepRepair && e.Decision == audit.DecisionSkipped && strings.HasPrefix(e.Reason, "no repair: ")
+			})
+			require.Len(t, held, 1)
+			nodes, err := h.exp.controller.Quarantined(context.Background())
+			require.NoError(t, err)
+			require.Len(t, nodes, 1, "still quarantined")
+			assert.Contains(t, nodes[0].Reason, "waits for a human")
+			assert.Nil(t, nodes[0].Lifecycle)
+			for _, p := range h.hook.got() {
+				assert.Nil(t, p.EvidenceBundle, "no RMA request")
+			}
+			_, r := h.platform.counts()
+			assert.Zero(t, r)
+		})
+	}
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/lifecycle"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fault"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/repair"
 )
 
@@ -140,11 +142,19 @@ func (e *remediationExporter) requestRepair(ctx context.Context, l lifecycle.Loo
 	entry := e.repairEntry(l, repair.StepRepairing)
 	if e.cfg.DryRun {
 		e.countRepair(ctx, l.Action, outcomeDryRun)
+		if !l.Confirmed && e.cfg.Repair.RequireConfirmation {
+			what += ", once its agent confirmed the fault"
+		}
 		return e.advance(ctx, l, repair.StepRepairing, "would "+what, nil)
 	}
 	if path == "" {
 		e.countRepair(ctx, l.Action, outcomeSkipped)
 		return e.escalate(ctx, l, "nothing here carries out "+string(l.Action)+" (no platform repairer for it, no agent or webhook)")
+	}
+	if !l.Confirmed {
+		if moved, ok := e.confirmFault(ctx, l); !ok {
+			return moved
+		}
 	}
 	if l.Action == repair.ActionGPUReset && e.agent != nil {
 		// The agent refuses a busy GPU too; the loop waits before asking.
@@ -338,7 +348,7 @@ func (e *remediationExporter) pollVerify(ctx context.Context, l lifecycle.Loop) 
 	case err != nil:
 		return e.waitOrTimeout(ctx, l, "agent verify job: "+err.Error())
 	case job.State == repair.JobPassed:
-		e.state.SetVerification(l.Node, job.Results)
+		e.state.SetVerification(l.Node, true, job.Results, e.clock.Now())
 		e.countRepair(ctx, actionVerify, outcomePassed)
 		var shown audit.Entry
 		moved := e.advance(ctx, l, repair.StepVerified, "verification passed: "+describeResults(job.Results),
@@ -354,7 +364,7 @@ func (e *remediationExporter) pollVerify(ctx context.Context, l lifecycle.Loop) 
 // verifyFailed records a failed (or refused) verification and climbs the
 // ladder. Callers hold e.mu.
 func (e *remediationExporter) verifyFailed(ctx context.Context, l lifecycle.Loop, job repair.Job) bool {
-	e.state.SetVerification(l.Node, job.Results)
+	e.state.SetVerification(l.Node, false, job.Results, e.clock.Now())
 	e.countRepair(ctx, actionVerify, outcomeFailed)
 	entry := e.repairEntry(l, repair.StepVerifying)
 	entry.Decision, entry.Reason, entry.Verification = audit.DecisionFailed,
@@ -433,4 +443,77 @@ func nonEmpty(s, otherwise string) string {
 		return otherwise
 	}
 	return s
+}
+
+// agentConfirmer is an agent client that can ask a node's agent whether
+// its own hardware signals show a fault (internal/repair's PathConfirm).
+type agentConfirmer interface {
+	Confirm(ctx context.Context, node string, req repair.ConfirmRequest) (repair.Confirmation, error)
+}
+
+// confirmFault asks l's node agent, before the first repair, whether the
+// node's own signals show the fault: a fault made of signals someone else
+// forged about the node is not confirmed, and nothing is repaired (the
+// loop ends; the node waits for a human). ok: confirmed (or confirmation
+// not required); else moved says whether the loop moved. Callers hold
+// e.mu.
+func (e *remediationExporter) confirmFault(ctx context.Context, l lifecycle.Loop) (moved, ok bool) {
+	if !e.cfg.Repair.RequireConfirmation {
+		return false, true
+	}
+	entry := e.repairEntry(l, l.Step)
+	c, can := e.agent.(agentConfirmer)
+	if !can {
+		return e.holdUnconfirmed(ctx, l, entry, "the agent client cannot ask the node to confirm a fault (repair.require_confirmation)"), false
+	}
+	req := repair.ConfirmRequest{ID: l.FaultID + "-confirm", Node: l.Node, FaultID: l.FaultID, GPUUUID: l.GPUUUID, Since: l.Onset}
+	req.FaultType, req.XID = splitIDType(l.FaultType)
+	for _, r := range e.repairRecords[l.Node] {
+		if r.ID == l.FaultID {
+			req.FaultType, req.XID = string(r.Type), r.XID
+		}
+	}
+	got, err := c.Confirm(ctx, l.Node, req)
+	if err != nil {
+		if bound := e.stepBound(l); bound > 0 && e.clock.Now().Sub(l.Since) >= bound {
+			return e.holdUnconfirmed(ctx, l, entry, "the agent did not answer within "+bound.String()+": "+err.Error()), false
+		}
+		entry.Decision, entry.Reason = audit.DecisionFailed, "agent confirm: "+err.Error()
+		e.recordWait(l, entry)
+		return false, false
+	}
+	detail := nonEmpty(got.Detail, "no detail")
+	if len(got.Evidence) > 0 {
+		detail += " (" + strings.Join(got.Evidence, "; ") + ")"
+	}
+	if !got.Confirmed {
+		return e.holdUnconfirmed(ctx, l, entry, "the node's own signals do not show the fault: "+detail), false
+	}
+	entry.Decision, entry.RepairRef, entry.Reason = audit.DecisionActed, lifecycle.RefConfirmed, "confirmed by the node's agent: "+detail
+	e.record(entry)
+	e.state.ConfirmRepair(l.Node)
+	return false, true
+}
+
+// holdUnconfirmed ends l's loop without a repair (why): the node stays
+// quarantined and waits for a human. Never an RMA: nothing says the
+// hardware is broken. Callers hold e.mu.
+func (e *remediationExporter) holdUnconfirmed(ctx context.Context, l lifecycle.Loop, entry audit.Entry, why string) bool {
+	entry.Decision, entry.RepairRef = audit.DecisionSkipped, lifecycle.RefUnconfirmed
+	entry.Reason = "no repair: " + why + "; the node waits for a human"
+	e.record(entry)
+	e.countRepair(ctx, l.Action, outcomeRefused)
+	e.state.HoldUnconfirmed(l.Node, why)
+	return true
+}
+
+// splitIDType undoes fault.Record.IDType: gpu.xid.<n> is type gpu.xid
+// with XID n.
+func splitIDType(idType string) (string, int) {
+	if rest, ok := strings.CutPrefix(idType, string(fault.TypeGPUXID)+"."); ok {
+		if n, err := strconv.Atoi(rest); err == nil {
+			return string(fault.TypeGPUXID), n
+		}
+	}
+	return idType, 0
 }

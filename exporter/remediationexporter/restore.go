@@ -73,7 +73,8 @@ func (e *remediationExporter) restore(entry audit.Entry) {
 		e.state.RestoreWebhook(entry.FaultID, entry.Node, fault.Severity(entry.Severity), entry.Time)
 	case entry.Step == stepBreaker:
 		e.restoreBreakerEvent(entry)
-	case entry.Step == stepRepair && done && entry.Node != "" && entry.LifecycleStep != "" && e.repairOn():
+	case entry.Step == stepRepair && entry.Node != "" && entry.LifecycleStep != "" && e.repairOn() &&
+		(done || entry.RepairRef == lifecycle.RefUnconfirmed || (entry.Decision == audit.DecisionFailed && len(entry.Verification) > 0)):
 		// With the loop off now, its nodes are held for a human instead.
 		e.restoreRepair(entry)
 	case entry.Step == stepRelease && entry.Node != "" &&

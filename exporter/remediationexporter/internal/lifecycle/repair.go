@@ -16,6 +16,14 @@ const (
 	MaxRepairFaults  = 16
 )
 
+// Refs a loop's audit entries carry besides a boot id: the node's agent
+// confirmed the fault from its own signals (the first repair may go), or
+// did not (the loop ends; the node waits for a human).
+const (
+	RefConfirmed   = "confirmed"
+	RefUnconfirmed = "unconfirmed"
+)
+
 // RailRepair keeps a node in its repair loop: only a passed verification
 // (or a human) returns it, not its faults' resolution.
 const RailRepair = "repair"
@@ -60,10 +68,22 @@ type Loop struct {
 	Ref string
 	// History is every step entered, oldest first (bounded).
 	History []StepEvent
-	// Results are the last verification's.
-	Results []repair.CheckResult
+	// Results are the last verification's; Verifications every one's,
+	// oldest first (bounded).
+	Results       []repair.CheckResult
+	Verifications []Verification
+	// Confirmed: the node's agent confirmed the fault from its own signals
+	// (asked before the first repair).
+	Confirmed bool
 	// FaultIDs are the faults of ours the loop is for, the plan's first.
 	FaultIDs []string
+}
+
+// Verification is one verification's outcome.
+type Verification struct {
+	At      time.Time
+	Passed  bool
+	Results []repair.CheckResult
 }
 
 // nextSteps are the moves the loop allows: forward, back to drained with
@@ -196,11 +216,38 @@ func (s *State) SetRepairRef(node, ref string) {
 	}
 }
 
-// SetVerification keeps the verification's results with node's loop.
-func (s *State) SetVerification(node string, results []repair.CheckResult) {
+// SetVerification keeps a verification's results (at `at`) with node's
+// loop.
+func (s *State) SetVerification(node string, passed bool, results []repair.CheckResult, at time.Time) {
 	if n := s.nodes[node]; n != nil && n.repair != nil {
-		n.repair.Results = slices.Clone(results)
+		n.repair.verified(passed, results, at)
 	}
+}
+
+func (l *Loop) verified(passed bool, results []repair.CheckResult, at time.Time) {
+	l.Results = slices.Clone(results)
+	l.Verifications = bounded(append(l.Verifications, Verification{At: at, Passed: passed, Results: slices.Clone(results)}), MaxRepairHistory)
+}
+
+// ConfirmRepair records that node's agent confirmed the fault.
+func (s *State) ConfirmRepair(node string) {
+	if n := s.nodes[node]; n != nil && n.repair != nil {
+		n.repair.Confirmed = true
+	}
+}
+
+// HoldUnconfirmed ends node's loop without a repair: the node's agent did
+// not confirm the fault (why), so nothing is repaired and the node waits
+// for a human, quarantined.
+func (s *State) HoldUnconfirmed(node, why string) {
+	n := s.nodes[node]
+	if n == nil || n.repair == nil {
+		return
+	}
+	if n.hold == "" {
+		n.hold = "the node's agent did not confirm fault " + n.repair.FaultID + ": " + why
+	}
+	n.repair = nil
 }
 
 // RestoreRepair replays one audited step of node's loop (an earlier life's
@@ -212,7 +259,7 @@ func (s *State) RestoreRepair(node string, plan RepairPlan, step repair.Step, ac
 	ref string, results []repair.CheckResult, at time.Time, detail string) {
 	n := s.node(node)
 	if n.repair == nil {
-		if step == repair.StepReleased {
+		if step == repair.StepReleased || ref == RefUnconfirmed {
 			return
 		}
 		if len(plan.Ladder) == 0 && action != "" && action != repair.ActionRMA {
@@ -230,11 +277,19 @@ func (s *State) RestoreRepair(node string, plan RepairPlan, step repair.Step, ac
 	if action != "" {
 		l.Action, l.Attempt = action, attempt
 	}
-	if ref != "" {
+	switch ref {
+	case RefConfirmed:
+		l.Confirmed = true
+		return
+	case RefUnconfirmed:
+		s.HoldUnconfirmed(node, detail)
+		return
+	case "":
+	default:
 		l.Ref = ref
 	}
 	if len(results) > 0 {
-		l.Results = slices.Clone(results)
+		l.verified(step == repair.StepVerified, results, at)
 	}
 	if step == repair.StepRMA && l.Step == repair.StepRMA {
 		return // the RMA request's own entry (ref kept above)
@@ -269,6 +324,7 @@ func (l *Loop) copy() Loop {
 	c.RepairPlan = clonePlan(l.RepairPlan)
 	c.History = slices.Clone(l.History)
 	c.Results = slices.Clone(l.Results)
+	c.Verifications = slices.Clone(l.Verifications)
 	c.FaultIDs = slices.Clone(l.FaultIDs)
 	return c
 }

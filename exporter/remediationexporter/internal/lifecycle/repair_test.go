@@ -164,3 +164,27 @@ func TestRepairLoopRestore(t *testing.T) {
 	_, ok = s.RepairLoop("n1")
 	assert.False(t, ok)
 }
+
+// A confirmation and a refusal to confirm are replayed too: confirmed, the
+// loop goes on; not confirmed, it ends and the node waits for a human.
+func TestRepairLoopRestoreConfirmation(t *testing.T) {
+	s := New(cooldown)
+	s.RestoreQuarantine("f1", "n1", nil, true, t0)
+	s.RestoreRepair("n1", repairPlan("f1"), repair.StepQuarantined, repair.ActionGPUReset, 1, "", nil, t0, "")
+	s.RestoreRepair("n1", RepairPlan{FaultID: "f1"}, repair.StepDrained, repair.ActionGPUReset, 1, RefConfirmed, nil, t0.Add(time.Minute), "")
+	l, _ := s.RepairLoop("n1")
+	assert.True(t, l.Confirmed)
+	assert.Equal(t, repair.StepQuarantined, l.Step, "a confirmation is no step")
+	s.SetVerification("n1", false, []repair.CheckResult{{Check: "dcgm_diag"}}, t0.Add(2*time.Minute))
+	l, _ = s.RepairLoop("n1")
+	require.Len(t, l.Verifications, 1)
+	assert.False(t, l.Verifications[0].Passed)
+
+	s.RestoreQuarantine("f2", "n2", nil, true, t0)
+	s.RestoreRepair("n2", repairPlan("f2"), repair.StepQuarantined, repair.ActionGPUReset, 1, "", nil, t0, "")
+	s.RestoreRepair("n2", RepairPlan{FaultID: "f2"}, repair.StepDrained, repair.ActionGPUReset, 1, RefUnconfirmed, nil, t0, "no ECC error")
+	_, ok := s.RepairLoop("n2")
+	assert.False(t, ok)
+	h, _ := s.Holding("n2")
+	assert.Contains(t, h.Reason, "did not confirm fault f2: no ECC error")
+}
