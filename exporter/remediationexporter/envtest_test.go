@@ -70,7 +70,10 @@ func startControlPlane(t *testing.T) *controlPlane {
 	}
 	ctrllog.SetLogger(logr.Discard())
 	useExisting := false
-	env := &envtest.Environment{BinaryAssetsDirectory: dir, UseExistingCluster: &useExisting}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir, UseExistingCluster: &useExisting,
+		// NVSentinel's janitor CRDs, for the repair loop's objects
+		// (repair_envtest_test.go).
+		CRDDirectoryPaths: []string{filepath.Join("internal", "k8s", "testdata", "nvsentinel")}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	require.NoError(t, err, "start kube-apiserver and etcd")
 	t.Cleanup(func() { assert.NoError(t, env.Stop()) })

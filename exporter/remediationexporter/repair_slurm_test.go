@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/exporter"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/slurm/slurmtest"
@@ -20,13 +19,6 @@ import (
 // The repair loop against a real slurmctld: the exporter built by the
 // factory, Slurm's drain, drained check, reboot and resume; the node's
 // agent is the fake (its real side is the gpu_repair receiver's).
-
-// withAgentClient makes the factory's agent client agent for this test.
-func withAgentClient(t *testing.T, agent nodeAgent) {
-	old := newAgentClient
-	newAgentClient = func(RepairAgentConfig, exporter.Settings) (nodeAgent, error) { return agent, nil }
-	t.Cleanup(func() { newAgentClient = old })
-}
 
 func slurmRepairConfig(t *testing.T, c *slurmtest.Cluster, url string) *Config {
 	cfg := slurmActingConfig(t, c, url)
