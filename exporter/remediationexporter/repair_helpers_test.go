@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/exporter"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/actuator"
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/remediationexporter/internal/audit"
@@ -276,11 +275,4 @@ func repairSteps(t *testing.T, path string) []repair.Step {
 		}
 	}
 	return out
-}
-
-// withAgentClient makes the factory's agent client agent for this test.
-func withAgentClient(t *testing.T, agent nodeAgent) {
-	old := newAgentClient
-	newAgentClient = func(RepairAgentConfig, exporter.Settings) (nodeAgent, error) { return agent, nil }
-	t.Cleanup(func() { newAgentClient = old })
 }
