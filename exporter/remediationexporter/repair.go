@@ -38,6 +38,13 @@ type nodeAgent interface {
 	Job(ctx context.Context, node, id string) (repair.Job, error)
 }
 
+// internal/repair's signing client is the production agent: it must keep
+// every method the loop calls, the confirmation included.
+var (
+	_ nodeAgent      = (*repair.Client)(nil)
+	_ agentConfirmer = (*repair.Client)(nil)
+)
+
 // newAgentClient builds the agent client from repair.agent: internal/
 // repair's Client, signing every request with the private key (tests
 // replace it).
