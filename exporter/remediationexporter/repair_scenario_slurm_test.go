@@ -5,6 +5,7 @@ package remediationexporter
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,7 @@ func TestSlurmScenarioDBEResetVerifyRelease(t *testing.T) {
 	_, url := newSignedHook(t)
 	n := startScenarioAgent(t, "gpu-node2", "dcgm3_r2_pass_virtualclient.json")
 	n.recordDBE()
+	n.devices.SetProcesses(n.faulty, 4242) // the job is still on the GPU
 	cfg := scenarioConfig(t, c, url)
 	exp := startFromFactory(t, cfg)
 
@@ -143,8 +145,15 @@ func TestSlurmScenarioDBEResetVerifyRelease(t *testing.T) {
 	reason := "otelcol-gpu: gpu.memory.dbe " + dbe.ID
 	require.Equal(t, map[string]string{"gpu-node2": reason}, c.DrainReasons(), "drained with our reason")
 	assert.Contains(t, c.NodeLine("gpu-node2"), "DRAIN")
+	c.WaitFor("the loop waiting at the reset", func() bool { return slices.Contains(repairSteps(t, cfg.AuditFile), repair.StepDrained) })
+	time.Sleep(5 * cfg.Repair.PollInterval)
+	assert.Empty(t, n.devices.Resets(), "no reset while a process is on the GPU")
+	assert.NotContains(t, repairSteps(t, cfg.AuditFile), repair.StepRepairing)
+	n.devices.SetProcesses(n.faulty) // the job ended
 	c.WaitFor("gpu-node2 resumed by the repair loop", func() bool { return len(c.DrainReasons()) == 0 })
-	assert.NotContains(t, c.NodeLine("gpu-node2"), "DRAIN", "resumed at release")
+	line := c.NodeLine("gpu-node2")
+	assert.NotContains(t, line, "DRAIN", "resumed at release")
+	assert.Regexp(t, `State=IDLE[ +]`, line, "back in service (slurmd's registration may lag: +NOT_RESPONDING)")
 
 	assert.Equal(t, []repair.Step{repair.StepOnset, repair.StepRecorded, repair.StepQuarantined, repair.StepDrained,
 		repair.StepRepairing, repair.StepRepaired, repair.StepVerifying, repair.StepVerified, repair.StepReleased},
@@ -207,7 +216,10 @@ func TestSlurmScenarioDBERebootRMA(t *testing.T) {
 	require.Len(t, b.Faults, 1, "the fault record")
 	require.NotEmpty(t, b.XIDHistory)
 	assert.Equal(t, 48, b.XIDHistory[0].XID)
-	require.NotEmpty(t, b.Verification)
+	require.Len(t, b.Verification, 2, "the last verification, both GPUs")
+	assert.True(t, b.Verification[0].Passed, "GPU index 0 passed in the sample")
+	assert.Equal(t, n.faulty, b.Verification[1].GPU)
+	assert.False(t, b.Verification[1].Passed)
 	assert.Equal(t, []string{"memory"}, failingTests(b.Verification), "the real sample's failing test")
 	var steps []string
 	for _, s := range b.Steps {
