@@ -25,6 +25,11 @@ type auditEntry struct {
 	Node      string    `json:"node"`
 	Actions   []string  `json:"actions"`
 	Rule      string    `json:"rule"`
+	// The repair loop's entries (step "repair"): the step entered, the
+	// repair and its attempt (internal/repair).
+	LifecycleStep string `json:"lifecycle.step"`
+	RepairAction  string `json:"repair.action"`
+	RepairAttempt int    `json:"repair.attempt"`
 }
 
 // tailAudit follows the audit file (which the gateway creates on start and
@@ -90,6 +95,11 @@ func auditLine(e auditEntry) string {
 		what += " [" + strings.Join(e.Actions, ",") + "]"
 	case "webhook":
 		what += " (would post the fault to the webhook)"
+	case "repair":
+		what += " → " + e.LifecycleStep
+		if e.RepairAction != "" {
+			what += fmt.Sprintf(" (%s attempt %d)", e.RepairAction, e.RepairAttempt)
+		}
 	}
 	return fmt.Sprintf("REMEDIATION %s  %s  node=%s  fault=%s %s  rule=%s",
 		strings.ReplaceAll(e.Decision, "_", "-"), what, orDashS(e.Node), e.FaultType, e.FaultID, orDashS(e.Rule))

@@ -15,7 +15,13 @@
 // dropped) and leaves every process's log, the audit file and the fault
 // records in its output directory. The gateway serves the fault console
 // (docs/console.md) on -console with a fresh token in the output
-// directory; -hold keeps everything up after the run to look at it.
+// directory; -hold keeps everything up after the run to look at it. The
+// remediation exporter's repair loop runs too (-repair-config, a dry run:
+// the quarantined node moves through the steps as if each were done), and
+// the summary prints each node's steps and time to recovery from the audit
+// file next to the gateway's otelcol_remediation_time_to_recovery_seconds
+// and otelcol_remediation_lifecycle_step_seconds, read from its telemetry
+// endpoint at the end of the run (kept in gateway-metrics.prom).
 //
 //	make demo
 //	go run ./cmd/demo -steps 24 -step 1s -nodes 2   # shorter, smaller
@@ -63,6 +69,9 @@ type config struct {
 	// run, keep everything up until interrupted, to look at the console.
 	console, consoleCfg string
 	hold                bool
+	// repairCfg: the gateway fragment that turns the repair loop on ("" or
+	// "off": the loop stays off).
+	repairCfg string
 }
 
 func main() {
@@ -80,6 +89,7 @@ func main() {
 	flag.BoolVar(&c.allUpdates, "all-updates", false, "print every update record (default: only those that change a fault's severity or action; faults.jsonl has all)")
 	flag.StringVar(&c.console, "console", "localhost:8787", `the fault console's address on the gateway ("off": none); its token is written to <out>/console-token`)
 	flag.StringVar(&c.consoleCfg, "console-config", filepath.Join("distributions", "gateway", "console.yaml"), "the gateway configuration fragment that turns the console on")
+	flag.StringVar(&c.repairCfg, "repair-config", filepath.Join("cmd", "demo", "gateway-repair.yaml"), `the gateway configuration fragment that turns the remediation exporter's repair loop on, in a dry run ("off": none)`)
 	flag.BoolVar(&c.hold, "hold", false, "after the run, keep the gateway, its console and the agents up until interrupted (Ctrl-C)")
 	flag.DurationVar(&c.grace, "grace", 45*time.Second, "after the last step, how long to wait for expected faults and their remediation decisions")
 	flag.StringVar(&c.python, "python", "python3", "the Python interpreter (>= 3.8) that runs the SDK's replay, one process per node")
@@ -137,6 +147,11 @@ type demo struct {
 	spans      int
 	lastStep   int
 	decisions  []auditEntry // dry_run, acted, failed
+	repairs    []auditEntry // the repair loop's entries (step repair)
+	// metrics: the gateway's repair loop histograms read at the end of the
+	// run; nil with metricsErr saying why
+	metrics    *recoveryMetrics
+	metricsErr error
 	skipped    int
 	problems   []string
 	// pySummary: what the Python replays reported; nil until they finished
@@ -221,6 +236,11 @@ func newDemo(c config, term io.Writer) (*demo, error) {
 	if _, err := os.Stat(c.sdk); err != nil {
 		return nil, fmt.Errorf("the Python module (-sdk) is missing: %w", err)
 	}
+	if d.repairOn() {
+		if _, err := os.Stat(c.repairCfg); err != nil {
+			return nil, fmt.Errorf("the gateway's repair loop fragment (-repair-config; off: none) is missing: %w", err)
+		}
+	}
 	for _, bin := range []string{d.binary("otelcol-gpu-agent"), d.binary("otelcol-gpu-gateway"), c.broker} {
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("%s is missing (make demo builds it): %w", bin, err)
@@ -299,6 +319,10 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if consoleEnv != nil {
 		gatewayArgs = append(gatewayArgs, "--config", d.cfg.consoleCfg)
 	}
+	if d.repairOn() {
+		gatewayArgs = append(gatewayArgs, "--config", d.cfg.repairCfg)
+	}
+	d.metricsErr = errNoTelemetry
 	if _, err := d.procs.start(1, "gateway", d.logDir, append([]string{
 		"KAFKA_BROKERS=" + brokerAddr,
 		"PROMETHEUS_REMOTE_WRITE_URL=" + sink.HTTP + "/api/v1/write",
@@ -413,6 +437,9 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}
 	stopDriving()
 	<-watchDone
+	if died == nil && d.repairOn() { // before the deferred stopAll
+		d.readMetrics(ctx, "http://"+gwTelemetry+"/metrics")
+	}
 	if died != nil {
 		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", died.Name(), died.Err(), died.LogPath(), died.tail(20))
 	}
@@ -491,7 +518,9 @@ func (d *demo) settle(ctx context.Context) error {
 			case <-ctx.Done():
 			case <-time.After(3 * time.Second):
 			}
-			return nil
+			if d.repairsPending() == 0 { // a loop the moment started
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -504,9 +533,12 @@ func (d *demo) settle(ctx context.Context) error {
 	}
 }
 
-// complete: every expectation found and every expected fault's node has a
-// decision.
+// complete: every expectation found, every expected fault's node has a
+// decision and every repair loop started has ended.
 func (d *demo) complete() bool {
+	if d.repairsPending() > 0 {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rep := d.cluster.Score(d.records, d.arrivals)
@@ -623,7 +655,11 @@ func (d *demo) onDecision(e auditEntry) {
 		d.skipped++ // duplicates of a fault already decided, mostly
 		return
 	}
-	d.decisions = append(d.decisions, e)
+	if e.Step == "repair" {
+		d.repairs = append(d.repairs, e)
+	} else {
+		d.decisions = append(d.decisions, e)
+	}
 	d.say("%s", auditLine(e))
 }
 
@@ -684,6 +720,9 @@ func (d *demo) summary(runErr error) int {
 			f.Close()
 		}
 	}
+	if d.repairOn() {
+		writeRecovery(w, repairLoops(d.repairs), d.metrics, d.metricsErr)
+	}
 	if d.updates > 0 {
 		fmt.Fprintf(w, "%d update records that changed neither severity nor action were not printed (-all-updates prints them)\n", d.updates)
 	}
@@ -693,7 +732,10 @@ func (d *demo) summary(runErr error) int {
 	fmt.Fprintf(w, "output in %s:\n", d.outDir)
 	fmt.Fprintf(w, "  logs/                    one log per process (kfakebroker, gateway, agent-<node>, python-<node>)\n")
 	fmt.Fprintf(w, "  faults.jsonl             every fault record read from gpu_faults, one JSON object a line\n")
-	fmt.Fprintf(w, "  remediation-audit.jsonl  the remediation exporter's decisions (dry run)\n")
+	fmt.Fprintf(w, "  remediation-audit.jsonl  the remediation exporter's decisions and repair loop steps (dry run)\n")
+	if d.repairOn() {
+		fmt.Fprintf(w, "  gateway-metrics.prom     the gateway's telemetry page at the end of the run (repair loop histograms)\n")
+	}
 	fmt.Fprintf(w, "  score.md                 the testbed's score of the records against scenario.yaml\n")
 	fmt.Fprintf(w, "  sim/                     the simulated inputs: sysfs trees, flight-recorder dumps\n")
 	if missing > 0 && !interrupted {
