@@ -28,7 +28,11 @@ import (
 // reported them on gpu_faults, at least one dry-run remediation decision,
 // and leave its outputs where its summary says. The step records go through
 // the Python module (sdk/python/otelcol_gpu_step.py replay, one process per
-// node): every record handed over is sent, none dropped. The demo holds
+// node): every record handed over is sent, none dropped. The gateway's
+// repair loop is on (dry run, cmd/demo/gateway-repair.yaml): the NVLink
+// fault's node goes onset → … → released, in the audit file, and the
+// summary prints its steps, its time to recovery and the gateway's
+// otelcol_remediation_time_to_recovery_seconds, which agree. The demo holds
 // its processes up after the run (-hold) while the fault console it serves
 // is driven in Chromium and with otelcol-gpu-ctl (checkDemoConsole), then
 // ends on SIGINT.
@@ -121,6 +125,7 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(text, "OK: every injected fault was detected") {
 		t.Errorf("the summary does not report both faults found")
 	}
+	checkDemoRecovery(t, text, out)
 	python := regexp.MustCompile(`step records: (\d+) sent through the Python module \(otelcol_gpu_step\), (\d+) dropped \((\d+) handed to 2 replay processes\)`)
 	if m := python.FindStringSubmatch(text); m == nil {
 		t.Errorf("the output has no line matching %q", python)
@@ -286,4 +291,57 @@ func checkDemoConsole(t *testing.T, ctl, out, baseURL string) {
 	assert.True(t, acked, "the audit file has the acknowledgement with its operator and reason")
 	assert.True(t, released, "the audit file has the (dry-run) release with its operator and reason")
 	assert.True(t, reset, "the audit file has the (dry-run) breaker reset with its operator and reason")
+}
+
+// checkDemoRecovery checks the repair loop of the demo's run: the NVLink
+// fault's node demo-n0 went through every step in the audit file (dry
+// run) and was released; the summary prints its steps from the onset, its
+// time to recovery, and the gateway's time-to-recovery histogram (kept in
+// gateway-metrics.prom) with one observation, agreeing with the audit.
+func checkDemoRecovery(t *testing.T, text, out string) {
+	t.Helper()
+	var steps []string
+	var onset, released time.Time
+	for _, e := range jsonLines(t, filepath.Join(out, "remediation-audit.jsonl")) {
+		if e["step"] != "repair" || e["node"] != "demo-n0" || e["decision"] != "dry_run" {
+			continue
+		}
+		assert.Equal(t, "nvlink.degraded", e["fault.type"])
+		step, _ := e["lifecycle.step"].(string)
+		steps = append(steps, step)
+		at, err := time.Parse(time.RFC3339Nano, e["time"].(string))
+		require.NoError(t, err)
+		switch step {
+		case "onset":
+			onset = at
+		case "released":
+			released = at
+		}
+	}
+	assert.Equal(t, []string{"onset", "recorded", "quarantined", "drained", "repairing", "repaired", "verifying", "verified", "released"},
+		steps, "demo-n0's repair loop in the audit file")
+
+	section := regexp.MustCompile(`(?s)repair loop \(remediation exporter, repair\.enabled\):\n(.*?)\n[^ ]`).FindStringSubmatch(text)
+	require.NotNil(t, section, "the summary has no repair loop section")
+	assert.Regexp(t, `  node demo-n0  fault nvlink\.degraded [0-9a-f]+  \(dry run: nothing called, each step as if done\)\n`, section[1])
+	for _, step := range steps {
+		assert.Regexp(t, `\n    `+step+` +\+\d+\.\ds  gpu_reset attempt 1\n`, section[1], "the summary's step %s", step)
+	}
+	ttr := regexp.MustCompile(`  time to recovery demo-n0: (\d+\.\d)s onset → released \(dry run\)\n`).FindStringSubmatch(section[1])
+	require.NotNil(t, ttr, "the summary has no time to recovery of demo-n0:\n%s", section[1])
+	if !onset.IsZero() && !released.IsZero() {
+		assert.Equal(t, fmt.Sprintf("%.1f", released.Sub(onset).Seconds()), ttr[1], "the audit's onset → released")
+	}
+	metrics := regexp.MustCompile(`  gateway otelcol_remediation_time_to_recovery_seconds: count 1, sum (\d+\.\d)s, mean (\d+\.\d)s, median in bucket \(\S+, \S+\]\n`).FindStringSubmatch(section[1])
+	require.NotNil(t, metrics, "the summary has no time-to-recovery histogram with one observation:\n%s", section[1])
+	sum, _ := strconv.ParseFloat(metrics[1], 64)
+	fromAudit, _ := strconv.ParseFloat(ttr[1], 64)
+	// both rounded to 0.1 s from values a few milliseconds apart
+	assert.InDelta(t, fromAudit, sum, 0.1001, "the histogram's sum is demo-n0's time to recovery")
+	assert.Contains(t, section[1], "time in each step (otelcol_remediation_lifecycle_step_seconds, sum (count)): onset ")
+	assert.Contains(t, section[1], "  the audit file and the gateway's metrics agree")
+	assert.NotContains(t, section[1], "MISMATCH")
+	page, err := os.ReadFile(filepath.Join(out, "gateway-metrics.prom"))
+	require.NoError(t, err, "the gateway's telemetry page kept in the output directory")
+	assert.Contains(t, string(page), "otelcol_remediation_time_to_recovery_seconds_count 1\n")
 }
