@@ -221,6 +221,13 @@ func TestSlurmScenarioDBERebootRMA(t *testing.T) {
 	assert.Equal(t, n.faulty, b.Verification[1].GPU)
 	assert.False(t, b.Verification[1].Passed)
 	assert.Equal(t, []string{"memory"}, failingTests(b.Verification), "the real sample's failing test")
+	require.Len(t, b.Verifications, 2, "both verifications: after the GPU reset and after the reboot")
+	for i, v := range b.Verifications {
+		assert.False(t, v.Passed, "verification %d", i)
+		assert.NotEmpty(t, v.At, "verification %d with its time", i)
+		assert.Equal(t, []string{"memory"}, failingTests(v.Results), "verification %d", i)
+	}
+	assert.Less(t, b.Verifications[0].At, b.Verifications[1].At, "oldest first")
 	var steps []string
 	for _, s := range b.Steps {
 		steps = append(steps, s.Step)

@@ -148,6 +148,12 @@ func TestRepairLoopEscalatesToRMAWithEvidence(t *testing.T) {
 		require.Len(t, b.Verification, 1, "the last verification's results")
 		assert.False(t, b.Verification[0].Passed)
 		assert.Equal(t, "Memory", b.Verification[0].Tests[0].Name)
+		require.Len(t, b.Verifications, 2, "every verification of the loop")
+		for _, v := range b.Verifications {
+			assert.False(t, v.Passed)
+			assert.NotEmpty(t, v.At)
+			require.NotEmpty(t, v.Results)
+		}
 		var steps []string
 		for _, s := range b.Steps {
 			steps = append(steps, s.Step)

@@ -131,6 +131,11 @@ func (e *remediationExporter) evidenceBundle(l lifecycle.Loop) webhook.EvidenceB
 		b.Readings = webhook.FaultFromRecord(rec).Evidence
 	}
 	sort.SliceStable(b.XIDHistory, func(i, j int) bool { return b.XIDHistory[i].Time < b.XIDHistory[j].Time })
+	b.Verifications = make([]webhook.Verification, 0, len(l.Verifications))
+	for _, v := range l.Verifications {
+		b.Verifications = append(b.Verifications, webhook.Verification{At: v.At.UTC().Format(time.RFC3339Nano), Passed: v.Passed,
+			Results: append([]repair.CheckResult{}, v.Results...)})
+	}
 	for _, ev := range l.History {
 		b.Steps = append(b.Steps, webhook.LifecycleEvent{Step: string(ev.Step), At: ev.At.UTC().Format(time.RFC3339Nano),
 			Action: string(ev.Action), Attempt: ev.Attempt, Detail: ev.Detail})

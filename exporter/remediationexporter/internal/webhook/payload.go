@@ -35,10 +35,21 @@ type EvidenceBundle struct {
 	Faults []Fault `json:"faults"`
 	// Readings are the last hardware readings (DCGM, ib) of the records'
 	// evidence, one per signal and GPU, newest first.
-	Readings     []Evidence       `json:"dcgm_readings"`
-	XIDHistory   []XIDEvent       `json:"xid_history"`
-	Verification []CheckResult    `json:"verification"`
-	Steps        []LifecycleEvent `json:"steps"`
+	Readings   []Evidence `json:"dcgm_readings"`
+	XIDHistory []XIDEvent `json:"xid_history"`
+	// Verification is the last verification's results; Verifications
+	// every verification of the loop, oldest first (a failed diagnostic
+	// before and after a reboot shows whether the reboot changed anything).
+	Verification  []CheckResult    `json:"verification"`
+	Verifications []Verification   `json:"verifications"`
+	Steps         []LifecycleEvent `json:"steps"`
+}
+
+// Verification is one verification of the repair loop.
+type Verification struct {
+	At      string        `json:"at"`
+	Passed  bool          `json:"passed"`
+	Results []CheckResult `json:"results"`
 }
 
 // XIDEvent is one XID a fault record reported.
