@@ -372,6 +372,11 @@ func TestJobLevelAndRMARequestsGoToTheWebhookOnly(t *testing.T) {
 	xid13.ID = xid13.ComputeID(fault.DefaultBucket)
 	rma := faultOn(fault.TypeGPUECCSBERate, fault.SeverityP3, "xl013", fault.StateOpen)
 	rma.Action = fault.ActionRMAReview
+	rma.Evidence = []fault.Evidence{
+		{Signal: semconv.MetricGPUECCErrors, Value: 120, Time: rma.FirstSeen},
+		{Signal: semconv.MetricGPUECCErrors, Value: 180, Time: rma.LastSeen},
+		{Signal: semconv.MetricGPUXIDLast, Value: 92, Time: rma.FirstSeen.Add(time.Second)},
+	}
 	rma.ID = rma.ComputeID(fault.DefaultBucket)
 	require.NoError(t, h.consume(xid13, rma))
 	q, _ := h.platform.counts()
@@ -382,6 +387,20 @@ func TestJobLevelAndRMARequestsGoToTheWebhookOnly(t *testing.T) {
 	assert.Equal(t, "record", p[0].Route)
 	assert.Equal(t, "human_approval", p[1].Decision.Request)
 	assert.Equal(t, "none", p[1].Decision.Outcome)
+	// The RMA review carries the evidence bundle; the restart request none.
+	assert.Nil(t, p[0].EvidenceBundle)
+	b := p[1].EvidenceBundle
+	require.NotNil(t, b, "the rma_review request's evidence bundle")
+	assert.Equal(t, "xl013", b.Node)
+	assert.Equal(t, []string{rma.ID}, b.FaultIDs)
+	require.Len(t, b.Faults, 1)
+	assert.Equal(t, rma.ID, b.Faults[0].ID)
+	require.NotEmpty(t, b.Readings)
+	assert.Equal(t, semconv.MetricGPUECCErrors, b.Readings[0].Signal)
+	assert.EqualValues(t, 180, b.Readings[0].Value, "the last reading of the signal")
+	require.Len(t, b.XIDHistory, 1)
+	assert.Equal(t, 92, b.XIDHistory[0].XID)
+	assert.Empty(t, b.Steps, "no repair loop")
 }
 
 func TestWebhookFailureIsRetriedAndReported(t *testing.T) {

@@ -37,6 +37,11 @@ func (e *remediationExporter) notify(ctx context.Context, r fault.Record, d poli
 		Request: string(d.Request), Outcome: outcome, Actions: actions, Platform: e.platformName(), Node: node,
 		Reason: reason, Rule: d.Rule, DryRun: e.cfg.DryRun,
 	}}
+	if d.Request == policy.RequestHumanApproval && r.State == fault.StateOpen {
+		// An RMA review: the human gets the evidence with the request.
+		bundle := e.rmaReviewBundle(r, node)
+		p.EvidenceBundle = &bundle
+	}
 	if e.cfg.DryRun {
 		body, _ := json.Marshal(p)
 		e.state.WebhookSent(r.ID, r.Severity)

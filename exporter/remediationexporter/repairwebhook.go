@@ -96,9 +96,45 @@ func (e *remediationExporter) evidenceBundle(l lifecycle.Loop) webhook.EvidenceB
 	b := webhook.EvidenceBundle{Node: l.Node, FaultIDs: append([]string{}, l.FaultIDs...), Faults: []webhook.Fault{},
 		Readings: []webhook.Evidence{}, XIDHistory: []webhook.XIDEvent{}, Verification: append([]repair.CheckResult{}, l.Results...),
 		Steps: make([]webhook.LifecycleEvent, 0, len(l.History))}
+	addRecordEvidence(&b, e.repairRecords[l.Node])
+	b.Verifications = make([]webhook.Verification, 0, len(l.Verifications))
+	for _, v := range l.Verifications {
+		b.Verifications = append(b.Verifications, webhook.Verification{At: v.At.UTC().Format(time.RFC3339Nano), Passed: v.Passed,
+			Results: append([]repair.CheckResult{}, v.Results...)})
+	}
+	for _, ev := range l.History {
+		b.Steps = append(b.Steps, webhook.LifecycleEvent{Step: string(ev.Step), At: ev.At.UTC().Format(time.RFC3339Nano),
+			Action: string(ev.Action), Attempt: ev.Attempt, Detail: ev.Detail})
+	}
+	return b
+}
+
+// rmaReviewBundle is the evidence bundle of a fault the policy sends to a
+// human for an RMA review without a repair loop (rma_review: XID 62/63, a
+// failed row remap, a corrupt inforom): the record, the last readings its
+// evidence carries and its XIDs, with the node's records a loop keeps.
+func (e *remediationExporter) rmaReviewBundle(r fault.Record, node string) webhook.EvidenceBundle {
+	records := []fault.Record{r}
+	ids := []string{r.ID}
+	for _, other := range e.repairRecords[node] {
+		if other.ID != r.ID {
+			records, ids = append(records, other), append(ids, other.ID)
+		}
+	}
+	b := webhook.EvidenceBundle{Node: node, FaultIDs: ids, Faults: []webhook.Fault{}, Readings: []webhook.Evidence{},
+		XIDHistory: []webhook.XIDEvent{}, Verification: []repair.CheckResult{}, Verifications: []webhook.Verification{},
+		Steps: []webhook.LifecycleEvent{}}
+	addRecordEvidence(&b, records)
+	return b
+}
+
+// addRecordEvidence adds records to b: the records, the last hardware
+// reading per signal and GPU among their evidence (newest first) and the
+// XIDs they report (oldest first).
+func addRecordEvidence(b *webhook.EvidenceBundle, records []fault.Record) {
 	type key struct{ signal, gpu string }
 	latest := map[key]fault.Evidence{}
-	for _, r := range e.repairRecords[l.Node] {
+	for _, r := range records {
 		b.Faults = append(b.Faults, webhook.FaultFromRecord(r))
 		if r.XID != 0 {
 			b.XIDHistory = append(b.XIDHistory, webhook.XIDEvent{XID: r.XID, Time: r.FirstSeen.UTC().Format(time.RFC3339Nano), FaultID: r.ID, GPUUUID: r.GPUUUID})
@@ -131,14 +167,4 @@ func (e *remediationExporter) evidenceBundle(l lifecycle.Loop) webhook.EvidenceB
 		b.Readings = webhook.FaultFromRecord(rec).Evidence
 	}
 	sort.SliceStable(b.XIDHistory, func(i, j int) bool { return b.XIDHistory[i].Time < b.XIDHistory[j].Time })
-	b.Verifications = make([]webhook.Verification, 0, len(l.Verifications))
-	for _, v := range l.Verifications {
-		b.Verifications = append(b.Verifications, webhook.Verification{At: v.At.UTC().Format(time.RFC3339Nano), Passed: v.Passed,
-			Results: append([]repair.CheckResult{}, v.Results...)})
-	}
-	for _, ev := range l.History {
-		b.Steps = append(b.Steps, webhook.LifecycleEvent{Step: string(ev.Step), At: ev.At.UTC().Format(time.RFC3339Nano),
-			Action: string(ev.Action), Attempt: ev.Attempt, Detail: ev.Detail})
-	}
-	return b
 }
