@@ -107,7 +107,7 @@ func (r *repairReceiver) Start(ctx context.Context, host component.Host) error {
 	r.jobs = newJobs(r.cfg.MaxJobs, r.opts.now, r.emit)
 	r.api = &api{
 		node: node, procRoot: r.cfg.ProcRoot, verifier: verifier, busy: busy, jobs: r.jobs, now: r.opts.now,
-		logger: r.set.Logger, tb: r.tb, logged: map[string]bool{},
+		logger: r.set.Logger, tb: r.tb, logged: map[string]bool{}, inFlight: make(chan struct{}, MaxInFlight),
 		confirm: newConfirmer(r.devices, ownStore),
 		actions: &actions{
 			busy: busy, devices: r.devices, runners: runners,

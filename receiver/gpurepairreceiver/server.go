@@ -37,9 +37,19 @@ type api struct {
 	logger   *zap.Logger
 	tb       *metadata.TelemetryBuilder
 
+	// inFlight bounds the requests read at once (MaxInFlight): a body is
+	// read (up to 64 KiB) before its signature can be checked, so without a
+	// bound many unsigned senders at once would cost the agent their bodies.
+	inFlight chan struct{}
+
 	mu     sync.Mutex
 	logged map[string]bool // refusal reasons logged once
 }
+
+// MaxInFlight is how many requests the agent reads at once; more are
+// refused with 503 before their body is read. The gateway asks one node a
+// few things at a time, so 16 is room and bounds memory at 16 × 64 KiB.
+const MaxInFlight = 16
 
 // refusal is an answer other than 2xx.
 type refusal struct {
@@ -49,6 +59,13 @@ type refusal struct {
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case a.inFlight <- struct{}{}:
+		defer func() { <-a.inFlight }()
+	default:
+		a.refuse(w, r, &refusal{http.StatusServiceUnavailable, metadata.ReasonOverloaded, fmt.Sprintf("more than %d requests at once", MaxInFlight)})
+		return
+	}
 	if f := a.serve(w, r); f != nil {
 		a.refuse(w, r, f)
 	}

@@ -139,3 +139,23 @@ func TestNodeStatusWithoutBootID(t *testing.T) {
 	_, err := e.client.NodeStatus(context.Background(), testNode)
 	assert.Equal(t, http.StatusServiceUnavailable, statusOf(err), "an unreadable boot id must not look like a reboot")
 }
+
+// At most MaxInFlight requests are read at once: the next is refused 503
+// before its body is read, and a freed slot serves again. Bounds what many
+// senders at once cost the agent (16 × 64 KiB), signed or not.
+func TestRequestsInFlightBounded(t *testing.T) {
+	e := newEnv(t)
+	for range MaxInFlight {
+		e.rcv.api.inFlight <- struct{}{} // MaxInFlight requests being read
+	}
+	status, text := e.raw(e.signed(e.key, http.MethodGet, repair.PathNode, testNode, "r-overload", nil, time.Now()))
+	assert.Equal(t, http.StatusServiceUnavailable, status, text)
+	assert.Contains(t, text, "requests at once")
+
+	<-e.rcv.api.inFlight
+	status, text = e.raw(e.signed(e.key, http.MethodGet, repair.PathNode, testNode, "r-after", nil, time.Now()))
+	assert.NotEqual(t, http.StatusServiceUnavailable, status, "a freed slot serves: %s", text)
+	for range MaxInFlight - 1 {
+		<-e.rcv.api.inFlight
+	}
+}

@@ -24,6 +24,7 @@ const (
 	ReasonStale        = "stale"         // 401: timestamp outside max_skew
 	ReasonReplay       = "replay"        // 401: request id seen before in the window
 	ReasonReplayFull   = "replay_full"   // 503: the replay cache is full (fail closed)
+	ReasonOverloaded   = "overloaded"    // 503: MaxInFlight requests already being read
 	ReasonWrongNode    = "wrong_node"    // 403: signed for another node
 	ReasonTooLarge     = "too_large"     // 413: body over 64 KiB
 	ReasonRepeatedKey  = "repeated_key"  // 400: the body names a key twice
